@@ -1,0 +1,66 @@
+"""gradscope dtypes: thin named wrappers around numpy dtypes, printed like PyTorch's."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class dtype:
+    """A tensor element type (``gs.float32``, ``gs.int64``, ...)."""
+
+    __slots__ = ("name", "np", "is_floating_point", "itemsize")
+
+    def __init__(self, name: str, np_dtype: Any) -> None:
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.is_floating_point = self.np.kind == "f"
+        self.itemsize = self.np.itemsize
+
+    def __repr__(self) -> str:
+        return f"gradscope.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+float16 = dtype("float16", np.float16)
+float32 = dtype("float32", np.float32)
+float64 = dtype("float64", np.float64)
+int8 = dtype("int8", np.int8)
+int16 = dtype("int16", np.int16)
+int32 = dtype("int32", np.int32)
+int64 = dtype("int64", np.int64)
+uint8 = dtype("uint8", np.uint8)
+bool_ = dtype("bool", np.bool_)
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
+
+_BY_NP = {d.np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)}
+
+
+def from_numpy_dtype(np_dtype: Any) -> dtype:
+    """Return the gradscope dtype for a numpy dtype (raises TypeError for unsupported ones)."""
+    try:
+        return _BY_NP[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(f"can't convert numpy array of type {np.dtype(np_dtype)}: gradscope supports "
+                        "float16/32/64, int8/16/32/64, uint8 and bool") from None
+
+
+def to_numpy_dtype(d: Any) -> np.dtype:
+    """Accept a gradscope dtype, numpy dtype, python type or string and return a numpy dtype."""
+    if isinstance(d, dtype):
+        return d.np
+    if d is builtins_float:
+        return np.dtype(np.float32)
+    if d is builtins_int:
+        return np.dtype(np.int64)
+    if d is builtins_bool:
+        return np.dtype(np.bool_)
+    return np.dtype(d)
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_float, builtins_int, builtins_bool = _builtins.float, _builtins.int, _builtins.bool

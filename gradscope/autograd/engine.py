@@ -1,0 +1,383 @@
+"""The backward engine: dependency counting, then a ready heap keyed on descending sequence
+number (leaf accumulators first, ties in readiness order). No recursion anywhere."""
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from gradscope.autograd import anomaly, grad_mode
+from gradscope.autograd.node import AccumulateGrad, Node, make_edge
+from gradscope.autograd.tensor import Tensor
+
+_active_tasks: list["GraphTask"] = []
+
+
+class GraphTask:
+    """State of one backward call, visible to hooks through ``current_task()``."""
+
+    __slots__ = ("deps", "relevant", "callbacks", "visited")
+
+    def __init__(self) -> None:
+        self.deps: dict = {}
+        self.relevant: set | None = None
+        self.callbacks: list = []
+
+    def will_execute(self, node: Node) -> bool:
+        """Whether ``node`` is reached by this backward call (E4 of the hook contract)."""
+        if self.relevant is not None:
+            return node in self.relevant
+        return node in self.deps
+
+
+def current_task() -> GraphTask | None:
+    """The innermost backward call in progress, or None outside backward."""
+    return _active_tasks[-1] if _active_tasks else None
+
+
+def queue_callback(callback: Callable[[], None]) -> None:
+    """Run ``callback()`` once the current backward call has finished all its nodes."""
+    if not _active_tasks:
+        raise RuntimeError("queue_callback can only be called during the backward pass")
+    _active_tasks[-1].callbacks.append(callback)
+
+
+def _as_tuple(tensors: Any) -> tuple:
+    if tensors is None:
+        return ()
+    if isinstance(tensors, Tensor):
+        return (tensors,)
+    return tuple(tensors)
+
+
+def _root_grads(outputs: tuple, grads: tuple, what: str) -> list:
+    if len(grads) == 0:
+        grads = (None,) * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"{what}: got {len(grads)} gradients for {len(outputs)} outputs")
+    arrays = []
+    for i, (out, g) in enumerate(zip(outputs, grads)):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{what}: expected Tensor outputs, got {type(out).__name__}")
+        if not out.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if g is None:
+            if out.data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs "
+                                   f"(output {i} has shape {list(out.shape)})")
+            arrays.append(np.ones(out.data.shape, dtype=out.data.dtype))
+        else:
+            data = g.data if isinstance(g, Tensor) else np.asarray(g, dtype=out.data.dtype)
+            if data.shape != out.data.shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(data.shape)} "
+                                   f"and output[{i}] has a shape of {list(out.data.shape)}.")
+            arrays.append(np.array(data, dtype=out.data.dtype))
+    return arrays
+
+
+def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False, grad_variables: Any = None, inputs: Any = None) -> None:
+    """Accumulate into ``.grad`` of the leaves the gradient of ``tensors``.
+
+    Args:
+        tensors: output tensor(s) to differentiate.
+        grad_tensors: the vector(s) of the vector-Jacobian product; None for scalars.
+        retain_graph: keep saved tensors for another backward (defaults to create_graph).
+        create_graph: unsupported (raises NotImplementedError).
+        inputs: if given, only these tensors accumulate gradient.
+    """
+    if create_graph:
+        raise NotImplementedError("gradscope does not support create_graph=True (higher-order gradients)")
+    outputs = _as_tuple(tensors)
+    grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
+    roots = _root_grads(outputs, grads, "backward")
+    input_tensors = _as_tuple(inputs)
+    if inputs is not None and not input_tensors:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    capture = None
+    if input_tensors:
+        for t in input_tensors:
+            if not t.requires_grad:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+        capture = [(make_edge(t), t) for t in input_tensors]
+    captured = run_backward(outputs, roots, bool(retain_graph), capture, accumulate=True)
+    for t, g in zip(input_tensors, captured):
+        if t.grad_fn is not None and g is not None:
+            t._grad = Tensor._make(np.array(g)) if t._grad is None else Tensor._make(t._grad.data + g)
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, only_inputs: bool = True, allow_unused: bool | None = None,
+         is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
+    """Return the gradients of ``outputs`` w.r.t. ``inputs`` without touching leaf ``.grad``."""
+    if create_graph:
+        raise NotImplementedError("gradscope does not support create_graph=True (higher-order gradients)")
+    if is_grads_batched:
+        raise NotImplementedError("gradscope does not support is_grads_batched=True")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if materialize_grads and not allow_unused:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    outs = _as_tuple(outputs)
+    ins = _as_tuple(inputs)
+    roots = _root_grads(outs, _as_tuple(grad_outputs), "grad")
+    for t in ins:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: expected Tensor inputs, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    capture = [(make_edge(t), t) for t in ins]
+    results = run_backward(outs, roots, bool(retain_graph), capture, accumulate=False)
+    final = []
+    for i, (g, t) in enumerate(zip(results, ins)):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used "
+                                   "in the graph. Set allow_unused=True if this is the desired behavior.")
+            final.append(Tensor._make(np.zeros_like(t.data)) if materialize_grads else None)
+        else:
+            final.append(Tensor._make(g))
+    return tuple(final)
+
+
+def _count_dependencies(root_nodes: list) -> dict:
+    deps: dict = {}
+    seen = set(root_nodes)
+    stack = list(root_nodes)
+    while stack:
+        fn = stack.pop()
+        for child, _ in fn._next:
+            if child is None:
+                continue
+            if child in seen:
+                deps[child] += 1
+            else:
+                seen.add(child)
+                deps[child] = 1
+                stack.append(child)
+    for fn in root_nodes:
+        deps.setdefault(fn, 0)
+    return deps
+
+
+def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
+    """Nodes on a path to a target (E4) and the dependency counts among them."""
+    parents: dict = {}
+    for fn in deps:
+        for child, _ in fn._next:
+            if child is not None:
+                parents.setdefault(child, []).append(fn)
+    needed: set = set()
+    stack = [t for t in targets]
+    while stack:
+        fn = stack.pop()
+        for parent in parents.get(fn, ()):
+            if parent not in needed:
+                needed.add(parent)
+                stack.append(parent)
+    relevant = needed | targets
+    restricted = {fn: 0 for fn in relevant}
+    for fn in needed:
+        for child, _ in fn._next:
+            if child is not None and child in relevant:
+                restricted[child] += 1
+    return needed, restricted
+
+
+def _wrap(grads: Sequence) -> tuple:
+    return tuple(None if g is None else Tensor._make(g) for g in grads)
+
+
+def _check_hook_result(new: Any, old: np.ndarray, what: str) -> np.ndarray:
+    if not isinstance(new, Tensor):
+        raise TypeError(f"{what} hook returned an invalid value: expected a Tensor or None, got "
+                        f"{type(new).__name__}")
+    data = new.data
+    if data.shape != old.shape:
+        raise RuntimeError(f"{what} hook changed the size of the gradient: expected {list(old.shape)}, "
+                           f"got {list(data.shape)}")
+    if data.dtype != old.dtype:
+        raise RuntimeError(f"{what} hook changed the type of the gradient: expected {old.dtype}, got "
+                           f"{data.dtype}")
+    return data
+
+
+def _run_tensor_hooks(hooks: dict, grad: np.ndarray) -> np.ndarray:
+    for hook in tuple(hooks.values()):
+        result = hook(Tensor._make(grad))
+        if result is not None:
+            grad = _check_hook_result(result, grad, "tensor")
+    return grad
+
+
+def _replace_tuple(result: Any, old: list, fn: Node, what: str) -> list:
+    if not isinstance(result, tuple):
+        raise TypeError(f"{what} of {fn.name()}: expected tuple of Tensors or None, got "
+                        f"{type(result).__name__}")
+    if len(result) != len(old):
+        raise RuntimeError(f"{what} of {fn.name()} returned an incorrect number of values "
+                           f"(got {len(result)}, but expected {len(old)})")
+    new = []
+    for value, previous in zip(result, old):
+        if value is None:
+            new.append(None)
+        elif previous is None:
+            new.append(value.data)
+        else:
+            new.append(_check_hook_result(value, previous, f"{what} of {fn.name()}"))
+    return new
+
+
+def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: list | None,
+                 accumulate: bool) -> list:
+    """Run one backward pass. Returns the captured gradients (one per ``capture`` entry)."""
+    root_edges = [make_edge(t) for t in outputs]
+    root_nodes = []
+    for node, _ in root_edges:
+        if node not in root_nodes:
+            root_nodes.append(node)
+    task = GraphTask()
+    deps = _count_dependencies(root_nodes)
+    task.deps = deps
+    relevant = None
+    needed = None
+    captured: list = []
+    capture_at: dict = {}
+    if capture is not None:
+        captured = [None] * len(capture)
+        for index, ((node, nr), _tensor) in enumerate(capture):
+            capture_at.setdefault(node, []).append((nr, index))
+        targets = {node for node in capture_at if node in deps}
+        needed, deps = _restrict(root_nodes, deps, targets)
+        relevant = needed | targets
+        task.relevant = relevant
+        if accumulate:
+            needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
+
+    buffers: dict = {}
+    heap: list = []
+    counter = 0
+    for (node, nr), g in zip(root_edges, root_grads):
+        if relevant is not None and node not in relevant:
+            continue
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * len(node._meta)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+    for node in root_nodes:
+        if node in buffers and deps.get(node, 0) == 0:
+            heapq.heappush(heap, (-node._seq, counter, node))
+            counter += 1
+
+    check_anomaly = anomaly.state.enabled
+    prev_mode = grad_mode._enabled[0]
+    grad_mode._enabled[0] = False
+    _active_tasks.append(task)
+    heappush, heappop = heapq.heappush, heapq.heappop
+    try:
+        while heap:
+            fn = heappop(heap)[2]
+            buf = buffers.pop(fn)
+            is_acc = type(fn) is AccumulateGrad
+            # 1-2. tensor hooks of each output slot, then retain_grad capture
+            if is_acc:
+                hooks = fn.variable._hooks
+                if hooks and buf[0] is not None:
+                    buf[0] = _run_tensor_hooks(hooks, buf[0])
+            elif fn._tensor_hooks is not None:
+                for slot, hooks in fn._tensor_hooks.items():
+                    if hooks and buf[slot] is not None:
+                        buf[slot] = _run_tensor_hooks(hooks, buf[slot])
+            if fn._retain is not None:
+                _retain_grads(fn, buf)
+            if capture_at and fn in capture_at:
+                for nr, index in capture_at[fn]:
+                    captured[index] = buf[nr]
+                if needed is not None and fn not in needed:
+                    continue
+            # 3. node pre-hooks
+            if fn._pre_hooks:
+                for hook in tuple(fn._pre_hooks.values()):
+                    result = hook(_wrap(buf))
+                    if result is not None:
+                        buf = _replace_tuple(result, buf, fn, "hook")
+            # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
+            if is_acc:
+                if buf[0] is not None and accumulate:
+                    fn.backward(buf[0])
+                    _post_accumulate(fn.variable)
+                grads_in = ()
+            elif all(g is None for g in buf):
+                grads_in = (None,) * len(fn._next)
+            else:
+                grads_in = fn.backward(*buf)
+                if fn._single_input:
+                    grads_in = (grads_in,)
+            # 6. node post-hooks
+            if fn._post_hooks:
+                grads_in = list(grads_in)
+                outs = _wrap(buf)
+                for hook in tuple(fn._post_hooks.values()):
+                    result = hook(_wrap(grads_in), outs)
+                    if result is not None:
+                        grads_in = _replace_tuple(result, grads_in, fn, "hook")
+            if check_anomaly:
+                anomaly.check_node(fn, grads_in)
+            if not keep_graph and fn._saved is not None:
+                fn._release()
+            # distribute to the inputs
+            for (child, nr), g in zip(fn._next, grads_in):
+                if child is None or (relevant is not None and child not in relevant):
+                    continue
+                cbuf = buffers.get(child)
+                if cbuf is None:
+                    cbuf = buffers[child] = [None] * len(child._meta)
+                if g is not None:
+                    shape, dtype = child._meta[nr]
+                    if g.shape != shape:
+                        g = _fix_shape(fn, g, shape)
+                    if g.dtype != dtype:
+                        g = g.astype(dtype)
+                    old = cbuf[nr]
+                    cbuf[nr] = g if old is None else old + g
+                remaining = deps[child] - 1
+                deps[child] = remaining
+                if remaining == 0:
+                    heappush(heap, (-child._seq, counter, child))
+                    counter += 1
+        for callback in task.callbacks:
+            callback()
+    finally:
+        _active_tasks.pop()
+        grad_mode._enabled[0] = prev_mode
+    return captured
+
+
+def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:
+    if g.size == int(np.prod(shape)) and g.ndim == 0:
+        return g.reshape(shape)
+    raise RuntimeError(f"Function {fn.name()} returned an invalid gradient - got {list(g.shape)} but "
+                       f"expected shape compatible with {list(shape)}")
+
+
+def _retain_grads(fn: Node, buf: list) -> None:
+    for slot, ref in fn._retain.items():
+        tensor = ref()
+        g = buf[slot]
+        if tensor is None or g is None:
+            continue
+        if tensor._grad is None:
+            tensor._grad = Tensor._make(np.array(g))
+        else:
+            tensor._grad.data = tensor._grad.data + g
+
+
+def _post_accumulate(variable: Tensor) -> None:
+    hooks = variable._post_acc_hooks
+    if not hooks:
+        return
+    for hook in tuple(hooks.values()):
+        if hook(variable) is not None:
+            raise RuntimeError("post accumulate grad hooks should return None")

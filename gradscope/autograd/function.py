@@ -1,0 +1,208 @@
+"""Building graph nodes: the helpers every op uses, and user-defined ``autograd.Function``."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gradscope.autograd import anomaly, grad_mode
+from gradscope.autograd.node import Node, _next_seq, make_edge, saved_tensor_hooks_stack
+from gradscope.autograd.tensor import Tensor
+
+_grad_enabled = grad_mode._enabled
+_anomaly = anomaly.state
+
+
+def new_node(cls: type, inputs: tuple) -> Node | None:
+    """A node of type ``cls`` with one edge per entry of ``inputs`` (Tensor or None), or None
+    when no graph must be recorded (grad mode off, or no input requires grad)."""
+    if not _grad_enabled[0]:
+        return None
+    for x in inputs:
+        if x is not None and x.requires_grad:
+            break
+    else:
+        return None
+    node = object.__new__(cls)
+    node._next = tuple([(None, 0) if x is None else make_edge(x) for x in inputs])
+    node._seq = _next_seq()
+    node._saved = None
+    node._vcs = ()
+    if _anomaly.enabled:
+        node._trace = anomaly.record_trace()
+    return node
+
+
+def result(out: np.ndarray, node: Node | None) -> Tensor:
+    """Wrap ``out`` as the single output of ``node`` (which may be None)."""
+    t = object.__new__(Tensor)
+    t.data = out
+    t._output_nr = 0
+    if node is None:
+        t.requires_grad = False
+        t.grad_fn = None
+        return t
+    t.requires_grad = True
+    t.grad_fn = node
+    node._meta = ((out.shape, out.dtype),)
+    if node._save_output:
+        save_output(node, t)
+    return t
+
+
+def results(outs: list, node: Node | None) -> tuple:
+    """Wrap several arrays as the outputs of one multi-output node."""
+    tensors = []
+    for index, out in enumerate(outs):
+        t = Tensor._make(out)
+        if node is not None:
+            t.requires_grad = True
+            t.grad_fn = node
+            t._output_nr = index
+        tensors.append(t)
+    if node is not None:
+        node._meta = tuple((o.shape, o.dtype) for o in outs)
+    return tuple(tensors)
+
+
+def save_output(node: Node, t: Tensor) -> None:
+    """Save the op's own output for backward (without a reference cycle to it)."""
+    vc = t._vc = [0]
+    node._vcs = [(vc, 0, None)]
+    if saved_tensor_hooks_stack:
+        node._pack([t.data])
+    else:
+        node._saved = [t.data]
+
+
+class FunctionCtx(Node):
+    """Node of a user-defined Function; also the ``ctx`` its forward/backward receive."""
+
+    _single_input = False
+    _function: type
+    needs_input_grad: tuple = ()
+    materialize_grads = True
+    _non_differentiable: tuple = ()
+    _to_save: tuple = ()
+    _arg_is_tensor: tuple = ()
+
+    def name(self) -> str:
+        return self._function.__name__ + "Backward"
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Save tensors (or None) for backward; read them back through ``saved_tensors``."""
+        self._to_save = tensors
+
+    @property
+    def saved_tensors(self) -> tuple:
+        arrays = self.saved() if self._saved is not None else []
+        return tuple(None if a is None else Tensor._make(a) for a in arrays)
+
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
+        self._non_differentiable = tuple(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        for t in tensors:
+            t._bump_version()
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+    def backward(self, *grads: Any) -> tuple:
+        if self.materialize_grads:
+            grads = tuple(np.zeros(shape, dtype) if g is None else g
+                          for g, (shape, dtype) in zip(grads, self._meta))
+        with grad_mode.no_grad():
+            returned = self._function.backward(self, *(None if g is None else Tensor._make(g) for g in grads))
+        if not isinstance(returned, tuple):
+            returned = (returned,)
+        n_args = len(self._arg_is_tensor)
+        if len(returned) < n_args:
+            raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients "
+                               f"(expected {n_args}, got {len(returned)})")
+        extra = returned[n_args:]
+        if any(g is not None for g in extra):
+            raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients "
+                               f"(expected {n_args}, got {len(returned)})")
+        out = []
+        for g, is_tensor in zip(returned, self._arg_is_tensor):
+            if not is_tensor:
+                continue
+            if g is not None and not isinstance(g, Tensor):
+                g = Tensor._make(np.asarray(g))
+            out.append(None if g is None else g.data)
+        return tuple(out)
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name: str, bases: tuple, namespace: dict) -> None:
+        super().__init__(name, bases, namespace)
+        cls._backward_cls = type(name + "Backward", (FunctionCtx,), {"_function": cls})
+
+
+class Function(metaclass=_FunctionMeta):
+    """Base class for user-defined differentiable operations.
+
+    Subclasses define ``forward(ctx, *args)`` and ``backward(ctx, *grad_outputs)`` as static
+    methods and are called through ``apply``. ``backward`` returns one gradient per forward
+    argument (None for non-tensors or inputs that need none).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("You must implement the backward function for custom autograd.Function.")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        tensor_args = tuple(a for a in args if isinstance(a, Tensor))
+        ctx = new_node(cls._backward_cls, tensor_args)
+        if ctx is None:
+            ctx = object.__new__(cls._backward_cls)
+            ctx._saved = None
+            ctx._vcs = ()
+            ctx._next = ()
+            ctx._seq = -1
+            recording = False
+        else:
+            recording = True
+        ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad and recording for a in args)
+        with grad_mode.no_grad():
+            output = cls.forward(ctx, *args, **kwargs)
+        single = not isinstance(output, tuple)
+        outputs = (output,) if single else output
+        if recording:
+            wrapped = []
+            metas = []
+            for index, out in enumerate(outputs):
+                if not isinstance(out, Tensor):
+                    wrapped.append(out)
+                    continue
+                if any(out is a for a in tensor_args):
+                    out = out.view_as(out)
+                    out.grad_fn = None
+                t = Tensor._make(out.data)
+                t._vc = out._version_counter()
+                if id(out) not in ctx._non_differentiable and out.data.dtype.kind == "f":
+                    t.requires_grad = True
+                    t.grad_fn = ctx
+                    t._output_nr = len(metas)
+                metas.append((out.data.shape, out.data.dtype))
+                wrapped.append(t)
+            ctx._meta = tuple(metas)
+            if ctx._to_save:
+                ctx.save(*ctx._to_save)
+                ctx._to_save = ()
+            outputs = tuple(wrapped)
+        elif ctx._to_save:
+            ctx._to_save = ()
+        return outputs[0] if single else outputs
+
+
+class once_differentiable:  # pragma: no cover - compatibility shim
+    def __new__(cls, fn: Any) -> Any:
+        return fn

@@ -1,0 +1,92 @@
+"""Grad mode: whether operations record a graph. A one-element list read by the hot path."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+# _enabled[0] is read on every op; a list is the cheapest mutable global to read.
+_enabled = [True]
+
+
+def is_grad_enabled() -> bool:
+    """Return True when operations record the autograd graph."""
+    return _enabled[0]
+
+
+class _GradModeContext:
+    """Base for context managers / decorators that set grad mode and restore it on exit."""
+
+    _target: bool
+
+    def __enter__(self) -> None:
+        self._prev = _enabled[0]
+        _enabled[0] = self._target
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _enabled[0] = self._prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.__class__():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    """Disable graph recording inside the block (also usable as a decorator)."""
+
+    _target = False
+
+
+class enable_grad(_GradModeContext):
+    """Enable graph recording inside the block (also usable as a decorator)."""
+
+    _target = True
+
+
+class inference_mode(_GradModeContext):
+    """Disable graph recording (gradscope has no separate inference tensors);
+    ``inference_mode(False)`` leaves grad mode unchanged."""
+
+    def __init__(self, mode: bool = True) -> None:
+        self._mode = bool(mode)
+
+    def __enter__(self) -> None:
+        self._prev = _enabled[0]
+        if self._mode:
+            _enabled[0] = False
+
+    def __call__(self, fn: Callable) -> Callable:
+        mode = self._mode
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class set_grad_enabled(_GradModeContext):
+    """Set grad mode to ``mode``; works as a function call, context manager or decorator."""
+
+    def __init__(self, mode: bool) -> None:
+        self._prev = _enabled[0]
+        self._target = bool(mode)
+        _enabled[0] = self._target
+
+    def __enter__(self) -> None:
+        pass
+
+    def __call__(self, fn: Callable) -> Callable:
+        _enabled[0] = self._prev
+        mode = self._target
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper

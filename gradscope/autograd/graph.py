@@ -1,0 +1,86 @@
+"""Graph-level hook utilities: multi-tensor gradient hooks, saved-tensor hooks, callbacks."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+from gradscope.autograd.engine import current_task, queue_callback
+from gradscope.autograd.node import Node, make_edge, saved_tensor_hooks_stack
+from gradscope.autograd.tensor import Tensor
+from gradscope.utils.hooks import RemovableHandle
+
+__all__ = ["Node", "register_multi_grad_hook", "saved_tensors_hooks", "queue_callback"]
+
+
+def register_multi_grad_hook(tensors: Sequence[Tensor], fn: Callable, *, mode: str = "all") -> RemovableHandle:
+    """Call ``fn`` once per backward call when the gradients of ``tensors`` are known.
+
+    ``mode="all"``: ``fn(grads)`` with a list aligned with ``tensors`` (None for tensors that got
+    no gradient in this pass), called from inside the hook of the last tensor to receive its
+    gradient. ``mode="any"``: ``fn(grad)`` with the first gradient computed among them.
+    """
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = list(tensors)
+    if mode == "any":
+        state = {"task": None}
+
+        def any_hook(grad: Tensor) -> None:
+            task = current_task()
+            if state["task"] is task:
+                return
+            state["task"] = task
+            fn(grad)
+
+        return _register_all([t for t in tensors if t.requires_grad], [any_hook] * len(tensors))
+
+    for t in tensors:
+        assert t.requires_grad, "register_multi_grad_hook(mode='all') needs tensors that require grad"
+    count = len(tensors)
+    state: dict = {"task": None, "grads": None, "expected": 0, "seen": 0}
+
+    def make_hook(index: int) -> Callable:
+        def hook(grad: Tensor) -> None:
+            task = current_task()
+            if state["task"] is not task:
+                state["task"] = task
+                state["grads"] = [None] * count
+                state["seen"] = 0
+                state["expected"] = sum(1 for t in tensors if task is not None
+                                        and make_edge(t)[0] is not None
+                                        and task.will_execute(make_edge(t)[0]))
+            state["grads"][index] = grad
+            state["seen"] += 1
+            if state["seen"] == state["expected"]:
+                grads = state["grads"]
+                state["grads"] = None
+                fn(grads)
+
+        return hook
+
+    return _register_all(tensors, [make_hook(i) for i in range(count)])
+
+
+def _register_all(tensors: list, hooks: list) -> RemovableHandle:
+    """Register hooks[i] on tensors[i] under one handle that removes them all."""
+    dicts = [t._hook_dict() for t in tensors]
+    handle = RemovableHandle(*dicts) if dicts else RemovableHandle(OrderedDict())
+    for hook_dict, hook in zip(dicts, hooks):
+        hook_dict[handle.id] = hook
+    return handle
+
+
+class saved_tensors_hooks:
+    """Within the block, ops call ``pack(tensor)`` for each tensor they save and backward calls
+    ``unpack(packed)`` to get it back (and uses what it returns)."""
+
+    def __init__(self, pack_hook: Callable[[Tensor], Any], unpack_hook: Callable[[Any], Tensor]) -> None:
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self) -> "saved_tensors_hooks":
+        saved_tensor_hooks_stack.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        saved_tensor_hooks_stack.pop()

@@ -1,0 +1,203 @@
+"""Graph nodes. A node is the backward half of one op: ``tensor.grad_fn``.
+
+Every op is a ``Node`` subclass whose ``backward(*grad_outputs)`` maps numpy gradients of its
+outputs to numpy gradients of its inputs (a tuple aligned with ``next_functions``; ``None``
+for an input that needs no gradient). Nodes carry PyTorch's surface: ``name()``,
+``next_functions``, ``register_prehook``, ``register_hook``, ``metadata`` and a creation
+sequence number used by the engine's scheduler.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+from gradscope.utils.hooks import RemovableHandle, add_hook
+
+_next_seq = itertools.count().__next__
+ACCUMULATE_SEQ = sys.maxsize
+
+# Stack of active (pack, unpack) pairs from saved_tensors_hooks; only the innermost applies.
+saved_tensor_hooks_stack: list = []
+
+_FREED = object()
+_FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward.")
+
+
+class Node:
+    """Base class of every backward node.
+
+    Subclasses implement ``backward(self, *grads)``; ``grads`` are numpy arrays (one per node
+    output; ``None`` for an output that received no gradient), and the return value is a
+    tuple with one entry per input edge, or a single array for one-input nodes.
+    """
+
+    __slots__ = ("_next", "_seq", "_saved", "_vcs", "_meta", "__dict__", "__weakref__")
+
+    # Rarely used attributes live in __dict__ with these class defaults.
+    _pre_hooks: OrderedDict | None = None
+    _post_hooks: OrderedDict | None = None
+    _tensor_hooks: dict | None = None
+    _retain: dict | None = None
+    _unpack: Callable | None = None
+    _metadata: dict | None = None
+    _trace: Any = None
+    _save_output = False
+    _single_input = True
+
+    def name(self) -> str:
+        """The node's type name, e.g. ``"MulBackward0"``."""
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    @property
+    def next_functions(self) -> tuple:
+        """One ``(node_or_None, output_index)`` pair per differentiable input slot."""
+        return self._next
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for users to attach information to this node."""
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def _num_outputs(self) -> int:
+        return len(self._meta)
+
+    # ---------------------------------------------------------------- hooks
+    def register_prehook(self, fn: Callable) -> RemovableHandle:
+        """Register ``fn(grad_outputs) -> tuple | None``, called before the node computes."""
+        if self._pre_hooks is None:
+            self._pre_hooks = OrderedDict()
+        return add_hook(self._pre_hooks, fn)
+
+    def register_hook(self, fn: Callable) -> RemovableHandle:
+        """Register ``fn(grad_inputs, grad_outputs) -> tuple | None``, called after it computes."""
+        if self._post_hooks is None:
+            self._post_hooks = OrderedDict()
+        return add_hook(self._post_hooks, fn)
+
+    def _hooks_for_slot(self, slot: int) -> OrderedDict:
+        if self._tensor_hooks is None:
+            self._tensor_hooks = {}
+        hooks = self._tensor_hooks.get(slot)
+        if hooks is None:
+            hooks = self._tensor_hooks[slot] = OrderedDict()
+        return hooks
+
+    # ---------------------------------------------------------------- saved tensors
+    def save(self, *tensors: Any) -> None:
+        """Save input tensors (or ``None``) for backward; read them back with ``saved()``."""
+        vcs = []
+        arrays = []
+        for t in tensors:
+            if t is None:
+                arrays.append(None)
+                vcs.append(None)
+                continue
+            vc = t._version_counter()
+            vcs.append((vc, vc[0], t))
+            arrays.append(t.data)
+        self._vcs = vcs
+        if saved_tensor_hooks_stack:
+            self._pack(arrays)
+        else:
+            self._saved = arrays
+
+    def _pack(self, arrays: list) -> None:
+        from gradscope.autograd.tensor import Tensor
+
+        pack, unpack = saved_tensor_hooks_stack[-1]
+        self._unpack = unpack
+        self._saved = [None if a is None else pack(Tensor._make(a)) for a in arrays]
+
+    def saved(self) -> list:
+        """The saved arrays; raises if they were freed or modified in place since saving."""
+        saved = self._saved
+        if saved is _FREED:
+            raise RuntimeError(_FREED_MESSAGE)
+        for entry in self._vcs:
+            if entry is not None and entry[0][0] != entry[1]:
+                self._raise_modified(entry)
+        if self._unpack is not None:
+            out = []
+            for packed in saved:
+                if packed is None:
+                    out.append(None)
+                    continue
+                value = self._unpack(packed)
+                out.append(value.data if hasattr(value, "data") else np.asarray(value))
+            return out
+        return saved
+
+    def _raise_modified(self, entry: tuple) -> None:
+        vc, expected, tensor = entry
+        producer = tensor.grad_fn.name() if tensor.grad_fn is not None else "a leaf"
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an inplace "
+            f"operation: [{tensor._type_name()} {list(tensor.shape)}], which is output "
+            f"{tensor._output_nr} of {producer}, is at version {vc[0]}; expected version {expected} "
+            f"instead (needed by {self.name()}). Hint: clone the tensor before modifying it in place.")
+
+    def _release(self) -> None:
+        if self._saved is not None:
+            self._saved = _FREED
+            self._vcs = ()
+
+    def backward(self, *grads: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{self.name()} has no backward")
+
+
+class AccumulateGrad(Node):
+    """The node that writes a leaf's ``.grad``. One per leaf, shared by all its consumers."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Any) -> None:
+        self.variable = variable
+        self._next = ()
+        self._seq = ACCUMULATE_SEQ
+        self._saved = None
+        self._vcs = ()
+        self._meta = ((variable.data.shape, variable.data.dtype),)
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def _hooks_for_slot(self, slot: int) -> OrderedDict:
+        return self.variable._leaf_hooks()
+
+    def backward(self, grad: np.ndarray) -> tuple:
+        variable = self.variable
+        old = variable._grad
+        if old is None:
+            if not grad.flags.writeable:
+                grad = grad.copy()
+            variable._grad = variable._make(grad)
+        else:
+            data = old.data
+            if data.shape == grad.shape and data.flags.writeable:
+                np.add(data, grad, out=data, casting="unsafe")
+            else:
+                old.data = data + grad
+        return ()
+
+
+def make_edge(t: Any) -> tuple:
+    """The (node, output_nr) edge of tensor ``t`` as an input of a new node."""
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    if t.requires_grad:
+        return (t._accumulator(), 0)
+    return (None, 0)

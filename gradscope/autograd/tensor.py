@@ -1,0 +1,386 @@
+"""The Tensor: a numpy array plus autograd state. Operators and op methods are installed by
+``gradscope.ops``; this module holds the state, conversions and hook registration."""
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+from gradscope.autograd import dtypes
+from gradscope.autograd.node import AccumulateGrad
+from gradscope.utils.hooks import RemovableHandle, add_hook
+
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+               "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+
+
+class Tensor:
+    """An n-dimensional array that can record the operations applied to it.
+
+    ``data`` is the underlying numpy array. Only the hot attributes are slots; rarely used
+    state (hooks, ``.grad``, version counter, ...) lives in ``__dict__`` with class defaults.
+    """
+
+    __slots__ = ("data", "requires_grad", "grad_fn", "_output_nr", "__dict__", "__weakref__")
+    __array_ufunc__ = None  # make numpy defer to our reflected operators
+
+    _grad: "Tensor | None" = None
+    _vc: list | None = None
+    _acc_ref: Any = None
+    _hooks: OrderedDict | None = None
+    _post_acc_hooks: OrderedDict | None = None
+    _retains_grad = False
+    _inplace_error: str | None = None
+    _view_of_grad = False
+
+    def __init__(self, data: Any = None, *, requires_grad: bool = False) -> None:
+        from gradscope.ops.creation import as_array
+
+        self.data = as_array([] if data is None else data, None)
+        self.requires_grad = requires_grad
+        self.grad_fn = None
+        self._output_nr = 0
+
+    @classmethod
+    def _make(cls, data: np.ndarray) -> "Tensor":
+        """Wrap an array without any graph (hot path: no validation)."""
+        t = object.__new__(Tensor)
+        t.data = data
+        t.requires_grad = False
+        t.grad_fn = None
+        t._output_nr = 0
+        return t
+
+    # ---------------------------------------------------------------- metadata
+    @property
+    def shape(self) -> tuple:
+        return Size(self.data.shape)
+
+    @property
+    def dtype(self) -> dtypes.dtype:
+        return dtypes.from_numpy_dtype(self.data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape as a ``Size`` tuple, or the length of dimension ``dim``."""
+        if dim is None:
+            return Size(self.data.shape)
+        return self.data.shape[dim]
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.data.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self.data.dtype.kind == "f"
+
+    def is_contiguous(self) -> bool:
+        return bool(self.data.flags.c_contiguous)
+
+    def _type_name(self) -> str:
+        return "gradscope." + _TYPE_NAMES.get(self.data.dtype.name, "Tensor")
+
+    def type(self, dtype: Any = None) -> Any:
+        if dtype is None:
+            return self._type_name()
+        return self.to(dtype)
+
+    @property
+    def _version(self) -> int:
+        return 0 if self._vc is None else self._vc[0]
+
+    def _version_counter(self) -> list:
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        return vc
+
+    def _bump_version(self) -> None:
+        self._version_counter()[0] += 1
+
+    # ---------------------------------------------------------------- conversion
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The underlying array (shares memory). Raises if the tensor requires grad."""
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self.data
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def item(self) -> Any:
+        if self.data.size != 1:
+            raise RuntimeError(f"a Tensor with {self.data.size} elements cannot be converted to Scalar")
+        return self.data.reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.data.tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.data.reshape(()).item())
+
+    def __index__(self) -> int:
+        if self.data.dtype.kind not in "iub" or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __iter__(self):
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.data.shape[0]))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        return (_rebuild, (self.data, self.requires_grad))
+
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                               "the deepcopy protocol at the moment.")
+        new = object.__new__(type(self))
+        new.data = self.data.copy()
+        new.requires_grad = self.requires_grad
+        new.grad_fn = None
+        new._output_nr = 0
+        if self._grad is not None:
+            new._grad = Tensor._make(self._grad.data.copy())
+        for key, value in self.__dict__.items():
+            if key not in ("_grad", "_vc", "_acc_ref", "_hooks", "_post_acc_hooks"):
+                new.__dict__[key] = value
+        memo[id(self)] = new
+        return new
+
+    # ---------------------------------------------------------------- autograd state
+    @property
+    def grad(self) -> "Tensor | None":
+        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its "
+                ".grad attribute won't be populated during autograd.backward(). If you indeed want "
+                "the .grad field to be populated for a non-leaf Tensor, use .retain_grad() on the "
+                "non-leaf Tensor.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value.data.shape != self.data.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: expected "
+                                   f"{list(self.data.shape)}, got {list(value.data.shape)}")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set ``requires_grad`` in place (leaves only, or turning it on)."""
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
+                               "to use a computed variable in a subgraph that doesn't require "
+                               "differentiation use var_no_grad = var.detach().")
+        if requires_grad and self.data.dtype.kind not in "fc":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def _accumulator(self) -> AccumulateGrad:
+        ref = self._acc_ref
+        acc = ref() if ref is not None else None
+        if acc is None:
+            acc = AccumulateGrad(self)
+            self._acc_ref = weakref.ref(acc)
+        return acc
+
+    def _leaf_hooks(self) -> OrderedDict:
+        hooks = self._hooks
+        if hooks is None:
+            hooks = self._hooks = OrderedDict()
+        return hooks
+
+    def retain_grad(self) -> None:
+        """Populate ``.grad`` of this non-leaf during backward (no-op on leaves)."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        fn = self.grad_fn
+        if fn._retain is None:
+            fn._retain = {}
+        fn._retain[self._output_nr] = weakref.ref(self)
+        self._retains_grad = True
+
+    def register_hook(self, hook: Callable) -> RemovableHandle:
+        """Register ``hook(grad) -> Tensor | None`` called with this tensor's gradient.
+
+        On a non-leaf the (possibly replaced) gradient flows on; on a leaf it is what gets
+        accumulated into ``.grad``.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        return add_hook(self._hook_dict(), hook)
+
+    def _hook_dict(self) -> OrderedDict:
+        """Where this tensor's gradient hooks live: on the tensor for leaves, else on grad_fn."""
+        if self.grad_fn is None:
+            return self._leaf_hooks()
+        return self.grad_fn._hooks_for_slot(self._output_nr)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable) -> RemovableHandle:
+        """Register ``hook(tensor) -> None`` called after ``.grad`` of this leaf was updated."""
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = OrderedDict()
+        return add_hook(self._post_acc_hooks, hook)
+
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Compute the gradient of this tensor w.r.t. graph leaves (see ``autograd.backward``)."""
+        from gradscope.autograd.engine import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self) -> "Tensor":
+        """A new leaf sharing data (and version counter) with this tensor, without grad."""
+        t = Tensor._make(self.data)
+        t._vc = self._version_counter()
+        return t
+
+    def detach_(self) -> "Tensor":
+        if self._inplace_error is not None:
+            raise RuntimeError(self._inplace_error)
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    # ---------------------------------------------------------------- printing
+    def __repr__(self) -> str:
+        return format_tensor(self)
+
+    __str__ = __repr__
+
+
+class Size(tuple):
+    """A tensor shape; a tuple that prints like ``gradscope.Size([2, 3])``."""
+
+    def __repr__(self) -> str:
+        return f"gradscope.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
+def _rebuild(data: np.ndarray, requires_grad: bool) -> Tensor:
+    t = Tensor._make(np.array(data))
+    t.requires_grad = requires_grad
+    return t
+
+
+def _format_floats(values: np.ndarray) -> Callable[[Any], str]:
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return lambda v: _special(v)
+    abs_max = float(np.abs(finite).max()) if finite.size else 0.0
+    nonzero = np.abs(finite[finite != 0])
+    abs_min = float(nonzero.min()) if nonzero.size else 0.0
+    integral = bool(np.all(finite == np.round(finite)))
+    if integral and abs_max < 1e8:
+        return lambda v: _special(v) or f"{v:.0f}."
+    if abs_max >= 1e8 or (abs_min and abs_min < 1e-4) or (abs_min and abs_max / abs_min > 1e3 and abs_max >= 1e3):
+        return lambda v: _special(v) or f"{v:.4e}"
+    return lambda v: _special(v) or f"{v:.4f}"
+
+
+def _special(v: float) -> str:
+    if np.isnan(v):
+        return "nan"
+    if np.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return ""
+
+
+def format_tensor(t: Tensor, name: str = "tensor") -> str:
+    """Render like PyTorch: ``tensor([1., 2.], requires_grad=True)``."""
+    data = t.data
+    kind = data.dtype.kind
+    if kind == "f":
+        fmt = _format_floats(data.astype(np.float64))
+        formatter = {"float_kind": lambda v: fmt(float(v))}
+    elif kind == "b":
+        formatter = {"bool": lambda v: "True" if v else "False"}
+    else:
+        formatter = {"int": lambda v: str(int(v))}
+    indent = " " * (len(name) + 1)
+    if data.size == 0:
+        body = "[]" if data.ndim <= 1 else "[]"
+    elif data.ndim == 0:
+        body = list(formatter.values())[0](data.item())
+    else:
+        body = np.array2string(data, separator=", ", formatter=formatter, threshold=1000,
+                               edgeitems=3, max_line_width=80 - len(indent), prefix=indent)
+    extras = []
+    default = {"float32", "int64", "bool"}
+    if data.dtype.name not in default or (data.size == 0 and data.dtype.name != "float32"):
+        extras.append(f"dtype=gradscope.{data.dtype.name}")
+    if data.size == 0 and data.ndim > 1:
+        extras.append(f"size={tuple(data.shape)}")
+    if t.grad_fn is not None:
+        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t.requires_grad:
+        extras.append("requires_grad=True")
+    return f"{name}({body}" + "".join(", " + e for e in extras) + ")"

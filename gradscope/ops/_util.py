@@ -1,0 +1,103 @@
+"""Helpers shared by the op modules: operand conversion, dtype promotion, unbroadcasting."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gradscope.autograd.tensor import Tensor
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+_SCALARS = (int, float, bool, np.number, np.bool_)
+
+
+def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum ``grad`` over the axes that broadcasting added or stretched, to give ``shape``."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = grad.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad.reshape(shape)
+
+
+def operand(x: Any) -> Any:
+    """The numpy value of an op operand: a Tensor's array, a python scalar as is, else an array."""
+    if isinstance(x, Tensor):
+        return x.data
+    if isinstance(x, (int, float, bool)):
+        return x
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    return np.asarray(x)
+
+
+def fix_float(out: np.ndarray, a: Any, b: Any = None) -> np.ndarray:
+    """Apply PyTorch's promotion where numpy differs: float64 only if a tensor operand was
+    float64 (python floats and integer tensors promote to float32)."""
+    if out.dtype == F64:
+        for x in (a, b):
+            if isinstance(x, Tensor) and x.data.dtype == F64 and x.data.ndim > 0:
+                return out
+            if isinstance(x, np.ndarray) and x.dtype == F64 and x.ndim > 0:
+                return out
+        if _zero_dim_f64_only(a, b):
+            return out
+        return out.astype(F32)
+    return out
+
+
+def _zero_dim_f64_only(a: Any, b: Any) -> bool:
+    """True when the only float64 operands are 0-d and no other operand is a float tensor."""
+    saw_f64 = False
+    for x in (a, b):
+        data = x.data if isinstance(x, Tensor) else x
+        if isinstance(data, np.ndarray):
+            if data.dtype == F64:
+                saw_f64 = True
+            elif data.dtype.kind == "f" and data.ndim > 0:
+                return False
+    return saw_f64
+
+
+def float_input(x: Tensor) -> np.ndarray:
+    """The array of ``x`` as floating point (integers become float32), for float-only ops."""
+    data = x.data
+    if data.dtype.kind != "f":
+        return data.astype(F32)
+    return data
+
+
+def normalize_dim(dim: Any, ndim: int) -> Any:
+    """Normalise an int or tuple of ints (possibly negative) to non-negative axes."""
+    if dim is None:
+        return None
+    if isinstance(dim, (tuple, list)):
+        return tuple(_one_dim(d, ndim) for d in dim)
+    return _one_dim(dim, ndim)
+
+
+def _one_dim(d: int, ndim: int) -> int:
+    d = int(d)
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+    return d % n
+
+
+def ensure_tensor(x: Any) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    from gradscope.ops.creation import tensor
+
+    return tensor(x)
+
+
+def is_scalar(x: Any) -> bool:
+    return isinstance(x, _SCALARS)

@@ -1,0 +1,561 @@
+"""Shape ops (views), indexing, concatenation and splitting, copies and dtype conversion."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from gradscope.autograd import dtypes
+from gradscope.autograd.function import new_node, result
+from gradscope.autograd.node import Node
+from gradscope.autograd.tensor import Tensor
+from gradscope.ops._util import normalize_dim
+
+
+def _view_result(out: np.ndarray, node: Node | None, base: Tensor) -> Tensor:
+    """A result that shares ``base``'s memory also shares its version counter."""
+    t = result(out, node)
+    if out.base is not None or out is base.data:
+        t._vc = base._version_counter()
+        if base.requires_grad:
+            t._view_of_grad = True
+    return t
+
+
+def _sizes(shape: Sequence) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+class ViewBackward0(Node):
+    __slots__ = ("shape",)
+
+    def backward(self, g):
+        return g.reshape(self.shape)
+
+
+class UnsafeViewBackward0(ViewBackward0):
+    __slots__ = ()
+
+
+def _infer_shape(shape: tuple, numel: int, current: tuple) -> tuple:
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def reshape(input: Tensor, *shape: Any) -> Tensor:
+    """Same data with a new shape (a view when possible)."""
+    target = _infer_shape(_sizes(shape), input.data.size, input.data.shape)
+    out = input.data.reshape(target)
+    node = new_node(ViewBackward0, (input,))
+    if node is not None:
+        node.shape = input.data.shape
+    return _view_result(out, node, input)
+
+
+def view(input: Tensor, *shape: Any) -> Tensor:
+    """A view with a new shape; raises like PyTorch when the strides do not allow it."""
+    if len(shape) == 1 and isinstance(shape[0], dtypes.dtype):
+        return Tensor._make(input.data.view(shape[0].np))
+    target = _infer_shape(_sizes(shape), input.data.size, input.data.shape)
+    data = input.data
+    if not data.flags.c_contiguous and data.size > 1:
+        try:
+            out = data.view()
+            out.shape = target
+        except (AttributeError, ValueError):
+            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least "
+                               "one dimension spans across two contiguous subspaces). Use .reshape(...) "
+                               "instead.") from None
+    else:
+        out = data.reshape(target)
+    node = new_node(ViewBackward0, (input,))
+    if node is not None:
+        node.shape = data.shape
+    return _view_result(out, node, input)
+
+
+def view_as(input: Tensor, other: Tensor) -> Tensor:
+    return view(input, other.data.shape)
+
+
+def reshape_as(input: Tensor, other: Tensor) -> Tensor:
+    return reshape(input, other.data.shape)
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    shape = input.data.shape
+    if input.data.ndim == 0:
+        return reshape(input, 1)
+    start = normalize_dim(start_dim, len(shape))
+    end = normalize_dim(end_dim, len(shape))
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if start == end:
+        return reshape(input, shape) if True else input
+    new = shape[:start] + (int(np.prod(shape[start:end + 1])),) + shape[end + 1:]
+    return reshape(input, new)
+
+
+def unflatten(input: Tensor, dim: int, sizes: Sequence) -> Tensor:
+    shape = input.data.shape
+    d = normalize_dim(dim, len(shape))
+    sizes = tuple(sizes)
+    if -1 in sizes:
+        known = int(np.prod([s for s in sizes if s != -1]))
+        sizes = tuple(shape[d] // known if s == -1 else s for s in sizes)
+    return reshape(input, shape[:d] + sizes + shape[d + 1:])
+
+
+class SqueezeBackward1(ViewBackward0):
+    __slots__ = ()
+
+
+class UnsqueezeBackward0(ViewBackward0):
+    __slots__ = ()
+
+
+def squeeze(input: Tensor, dim: Any = None) -> Tensor:
+    data = input.data
+    if dim is None:
+        out = data.reshape(tuple(s for s in data.shape if s != 1))
+    else:
+        dims = normalize_dim(dim, data.ndim)
+        dims = dims if isinstance(dims, tuple) else (dims,)
+        if data.ndim == 0:
+            out = data.reshape(())
+        else:
+            out = data.reshape(tuple(s for i, s in enumerate(data.shape) if not (i in dims and s == 1)))
+    node = new_node(SqueezeBackward1, (input,))
+    if node is not None:
+        node.shape = data.shape
+    return _view_result(out, node, input)
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    data = input.data
+    d = normalize_dim(dim, data.ndim + 1)
+    out = np.expand_dims(data, d)
+    node = new_node(UnsqueezeBackward0, (input,))
+    if node is not None:
+        node.shape = data.shape
+    return _view_result(out, node, input)
+
+
+class PermuteBackward0(Node):
+    __slots__ = ("inverse",)
+
+    def backward(self, g):
+        return np.transpose(g, self.inverse)
+
+
+def permute(input: Tensor, *dims: Any) -> Tensor:
+    dims = normalize_dim(_sizes(dims), input.data.ndim)
+    if sorted(dims) != list(range(input.data.ndim)):
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match "
+                           f"the length of the desired ordering of dimensions i.e. input.dim() = "
+                           f"{input.data.ndim} is not equal to len(dims) = {len(dims)}")
+    out = np.transpose(input.data, dims)
+    node = new_node(PermuteBackward0, (input,))
+    if node is not None:
+        node.inverse = tuple(np.argsort(dims))
+    return _view_result(out, node, input)
+
+
+class TransposeBackward0(Node):
+    __slots__ = ("d0", "d1")
+
+    def backward(self, g):
+        return np.swapaxes(g, self.d0, self.d1)
+
+
+class TBackward0(TransposeBackward0):
+    __slots__ = ()
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    nd = input.data.ndim
+    d0, d1 = normalize_dim(dim0, nd), normalize_dim(dim1, nd)
+    out = np.swapaxes(input.data, d0, d1) if nd else input.data.view()
+    node = new_node(TransposeBackward0, (input,))
+    if node is not None:
+        node.d0, node.d1 = d0, d1
+    return _view_result(out, node, input)
+
+
+swapaxes = transpose
+swapdims = transpose
+
+
+def t(input: Tensor) -> Tensor:
+    nd = input.data.ndim
+    if nd > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
+    out = input.data.T
+    node = new_node(TBackward0, (input,))
+    if node is not None:
+        node.d0, node.d1 = (0, 1) if nd == 2 else (0, 0)
+    return _view_result(out, node, input)
+
+
+def T_property(input: Tensor) -> Tensor:
+    return permute(input, *reversed(range(input.data.ndim)))
+
+
+def mT(input: Tensor) -> Tensor:
+    return transpose(input, -2, -1)
+
+
+class ExpandBackward0(Node):
+    __slots__ = ("shape",)
+
+    def backward(self, g):
+        from gradscope.ops._util import unbroadcast
+
+        return unbroadcast(g, self.shape)
+
+
+def expand(input: Tensor, *sizes: Any) -> Tensor:
+    sizes = _sizes(sizes)
+    data = input.data
+    lead = len(sizes) - data.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
+                           f"to the number of dimensions in the tensor ({data.ndim})")
+    target = tuple(data.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    try:
+        out = np.broadcast_to(data, target)
+    except ValueError:
+        raise RuntimeError(f"The expanded size of the tensor ({list(target)}) must match the existing size "
+                           f"({list(data.shape)}) at non-singleton dimensions") from None
+    node = new_node(ExpandBackward0, (input,))
+    if node is not None:
+        node.shape = data.shape
+    return _view_result(out, node, input)
+
+
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
+    return expand(input, other.data.shape)
+
+
+def broadcast_to(input: Tensor, shape: Sequence) -> Tensor:
+    return expand(input, tuple(shape))
+
+
+class RepeatBackward0(Node):
+    __slots__ = ("shape", "reps")
+
+    def backward(self, g):
+        shape = self.shape
+        lead = len(self.reps) - len(shape)
+        full = (1,) * lead + tuple(shape)
+        split = []
+        for r, s in zip(self.reps, full):
+            split.extend([r, s])
+        return g.reshape(split).sum(axis=tuple(range(0, len(split), 2))).reshape(shape)
+
+
+def repeat(input: Tensor, *sizes: Any) -> Tensor:
+    reps = _sizes(sizes)
+    data = input.data
+    lead = len(reps) - data.ndim
+    out = np.tile(data.reshape((1,) * lead + data.shape), reps)
+    node = new_node(RepeatBackward0, (input,))
+    if node is not None:
+        node.shape, node.reps = data.shape, reps
+    return result(out, node)
+
+
+class CloneBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, g):
+        return g
+
+
+def clone(input: Tensor, *, memory_format: Any = None) -> Tensor:
+    return result(input.data.copy(), new_node(CloneBackward0, (input,)))
+
+
+def contiguous(input: Tensor, memory_format: Any = None) -> Tensor:
+    if input.data.flags.c_contiguous:
+        return input
+    return result(np.ascontiguousarray(input.data), new_node(CloneBackward0, (input,)))
+
+
+class ToCopyBackward0(Node):
+    __slots__ = ("dtype",)
+
+    def backward(self, g):
+        return g.astype(self.dtype)
+
+
+def to_dtype(input: Tensor, dtype: Any) -> Tensor:
+    np_dtype = dtypes.to_numpy_dtype(dtype)
+    if input.data.dtype == np_dtype:
+        return input
+    out = input.data.astype(np_dtype)
+    node = new_node(ToCopyBackward0, (input,)) if np_dtype.kind == "f" else None
+    if node is not None:
+        node.dtype = input.data.dtype
+    return result(out, node)
+
+
+def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """``to(dtype)``, ``to(device)``, ``to(other)``; devices other than cpu are rejected."""
+    dtype = kwargs.get("dtype")
+    for a in args:
+        if isinstance(a, (dtypes.dtype, np.dtype)) or a in (float, int, bool):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str) and not a.startswith("cpu"):
+            raise RuntimeError(f"gradscope runs on the CPU only; cannot move a tensor to {a!r}")
+    device = kwargs.get("device")
+    if isinstance(device, str) and not device.startswith("cpu"):
+        raise RuntimeError(f"gradscope runs on the CPU only; cannot move a tensor to {device!r}")
+    if dtype is None:
+        return input.clone() if kwargs.get("copy") else input
+    return to_dtype(input, dtype)
+
+
+# ---------------------------------------------------------------- indexing
+def _convert_index(index: Any) -> tuple[Any, bool]:
+    """numpy index for a PyTorch index, and whether it uses advanced indexing."""
+    items = index if isinstance(index, tuple) else (index,)
+    out = []
+    advanced = False
+    for item in items:
+        if isinstance(item, Tensor):
+            item = item.data
+            advanced = True
+            if item.dtype.kind == "f":
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        elif isinstance(item, (list, np.ndarray)):
+            item = np.asarray(item)
+            advanced = True
+        elif isinstance(item, (bool, np.bool_)):
+            advanced = True
+        out.append(item)
+    return (tuple(out) if isinstance(index, tuple) else out[0]), advanced
+
+
+class IndexBackward0(Node):
+    __slots__ = ("shape", "index")
+
+    def backward(self, g):
+        grad = np.zeros(self.shape, dtype=g.dtype)
+        np.add.at(grad, self.index, g)
+        return grad
+
+
+class SelectBackward0(Node):
+    __slots__ = ("shape", "index")
+
+    def backward(self, g):
+        grad = np.zeros(self.shape, dtype=g.dtype)
+        grad[self.index] = g
+        return grad
+
+
+class SliceBackward0(SelectBackward0):
+    __slots__ = ()
+
+
+def _basic_node_cls(index: Any) -> type:
+    items = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, (int, np.integer)) for i in items):
+        return SelectBackward0
+    if all(i is None for i in items):
+        return UnsqueezeBackward0
+    return SliceBackward0
+
+
+def getitem(input: Tensor, index: Any) -> Tensor:
+    """``input[index]`` with basic (int, slice, None, ...), advanced and boolean indexing."""
+    np_index, advanced = _convert_index(index)
+    data = input.data
+    try:
+        out = data[np_index]
+    except IndexError as exc:
+        raise IndexError(f"{exc} (tensor of shape {list(data.shape)})") from None
+    if advanced:
+        node = new_node(IndexBackward0, (input,))
+        if node is not None:
+            node.shape, node.index = data.shape, np_index
+        return result(np.asarray(out), node)
+    cls = _basic_node_cls(np_index)
+    node = new_node(cls, (input,))
+    if node is not None:
+        if cls is UnsqueezeBackward0:
+            node.shape = data.shape
+        else:
+            node.shape, node.index = data.shape, np_index
+    if not isinstance(out, np.ndarray):
+        out = np.asarray(out)
+        return result(out, node)
+    return _view_result(out, node, input)
+
+
+class IndexPutBackward0(Node):
+    __slots__ = ("index", "value_shape")
+    _single_input = False
+
+    def backward(self, g):
+        from gradscope.ops._util import unbroadcast
+
+        (node_a, _), (node_v, _) = self._next
+        ga = gv = None
+        if node_a is not None:
+            ga = g.copy()
+            ga[self.index] = 0
+        if node_v is not None:
+            gv = unbroadcast(np.asarray(g[self.index]), self.value_shape)
+        return ga, gv
+
+
+def setitem(input: Tensor, index: Any, value: Any) -> None:
+    """``input[index] = value`` in place, recording the write when grad is involved."""
+    from gradscope.ops.inplace import check_inplace
+
+    np_index, _ = _convert_index(index)
+    value_t = value if isinstance(value, Tensor) else None
+    value_data = value.data if value_t is not None else value
+    needs_graph = check_inplace(input, value_t)
+    if not needs_graph:
+        input.data[np_index] = value_data
+        input._bump_version()
+        return
+    node = new_node(IndexPutBackward0, (input, value_t))
+    node.index = np_index
+    node.value_shape = np.shape(value_data)
+    input.data[np_index] = value_data
+    input._bump_version()
+    node._meta = ((input.data.shape, input.data.dtype),)
+    input.grad_fn = node
+    input.requires_grad = True
+    input._output_nr = 0
+
+
+# ---------------------------------------------------------------- cat / stack / split
+class CatBackward0(Node):
+    __slots__ = ("axis", "bounds")
+    _single_input = False
+
+    def backward(self, g):
+        return tuple(np.take(g, range(lo, hi), axis=self.axis) if edge[0] is not None else None
+                     for (lo, hi), edge in zip(self.bounds, self._next))
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
+    """Concatenate along an existing dimension."""
+    tensors = [t for t in tensors]
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    arrays = [t.data for t in tensors]
+    nonempty = [a for a in arrays if not (a.ndim == 1 and a.size == 0)]
+    axis = normalize_dim(dim, (nonempty or arrays)[0].ndim)
+    try:
+        out_arr = np.concatenate(nonempty or arrays, axis=axis)
+    except ValueError as exc:
+        raise RuntimeError(f"torch.cat(): Sizes of tensors must match except in dimension {dim}: "
+                           f"{[list(a.shape) for a in arrays]} ({exc})") from None
+    node = new_node(CatBackward0, tuple(tensors))
+    if node is not None:
+        bounds, start = [], 0
+        for a in arrays:
+            size = 0 if (a.ndim == 1 and a.size == 0) else a.shape[axis]
+            bounds.append((start, start + size))
+            start += size
+        node.axis, node.bounds = axis, bounds
+    return result(out_arr, node)
+
+
+concat = cat
+concatenate = cat
+
+
+class StackBackward0(Node):
+    __slots__ = ("axis",)
+    _single_input = False
+
+    def backward(self, g):
+        return tuple(np.take(g, i, axis=self.axis) if edge[0] is not None else None
+                     for i, edge in enumerate(self._next))
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
+    """Stack along a new dimension."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    arrays = [t.data for t in tensors]
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got {[list(a.shape) for a in arrays]}")
+    axis = normalize_dim(dim, arrays[0].ndim + 1)
+    node = new_node(StackBackward0, tuple(tensors))
+    if node is not None:
+        node.axis = axis
+    return result(np.stack(arrays, axis=axis), node)
+
+
+def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
+    """Split into chunks of a given size, or of the given list of sizes (views)."""
+    size = input.data.shape[normalize_dim(dim, input.data.ndim)]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        bounds = [(i, min(i + step, size)) for i in range(0, size, step)] or [(0, 0)]
+    else:
+        sections = list(split_size_or_sections)
+        if sum(sections) != size:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
+                               f"size at dimension {dim}), but got split_sizes={sections}")
+        bounds, start = [], 0
+        for s in sections:
+            bounds.append((start, start + s))
+            start += s
+    d = normalize_dim(dim, input.data.ndim)
+    pieces = []
+    for lo, hi in bounds:
+        index = (slice(None),) * d + (slice(lo, hi),)
+        pieces.append(getitem(input, index))
+    return tuple(pieces)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    size = input.data.shape[normalize_dim(dim, input.data.ndim)]
+    step = -(-size // chunks)
+    return split(input, max(step, 1), dim)
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple:
+    d = normalize_dim(dim, input.data.ndim)
+    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input.data.shape[d]))
+
+
+class FlipBackward0(Node):
+    __slots__ = ("axes",)
+
+    def backward(self, g):
+        return np.flip(g, self.axes)
+
+
+def flip(input: Tensor, dims: Sequence[int]) -> Tensor:
+    axes = normalize_dim(tuple(dims), input.data.ndim)
+    node = new_node(FlipBackward0, (input,))
+    if node is not None:
+        node.axes = axes
+    return result(np.flip(input.data, axes).copy(), node)

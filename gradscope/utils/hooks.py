@@ -1,0 +1,49 @@
+"""Removable hook handles, shared by tensor, node, module and global hooks."""
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+_ids = itertools.count()
+
+
+class RemovableHandle:
+    """Handle returned by every ``register_*hook`` call.
+
+    ``remove()`` deletes the hook from every dict it was registered in; calling it twice is
+    harmless, and it holds only weak references so it is safe after the owner is gone.
+    Usable as a context manager: the hook is removed when the block exits, even on error.
+    """
+
+    __slots__ = ("id", "_refs", "__weakref__")
+
+    def __init__(self, hooks_dict: OrderedDict, *extra_dicts: OrderedDict) -> None:
+        self.id = next(_ids)
+        self._refs = tuple(weakref.ref(d) for d in (hooks_dict, *extra_dicts))
+
+    def remove(self) -> None:
+        """Unregister the hook (idempotent)."""
+        for ref in self._refs:
+            hooks = ref()
+            if hooks is not None:
+                hooks.pop(self.id, None)
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"<RemovableHandle id={self.id}>"
+
+
+def add_hook(hooks: OrderedDict, fn: Any, prepend: bool = False, *extra: OrderedDict) -> RemovableHandle:
+    """Store ``fn`` in ``hooks`` under a fresh handle id and return the handle."""
+    handle = RemovableHandle(hooks, *extra)
+    hooks[handle.id] = fn
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
