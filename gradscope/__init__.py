@@ -30,6 +30,7 @@ from gradscope.ops.shape import (broadcast_to, cat, chunk, clone, concat, concat
                                  permute, repeat, reshape, split, squeeze, stack, swapaxes, swapdims, t,
                                  transpose, unbind, unflatten, unsqueeze)
 from gradscope import autograd, utils
+from gradscope import nn  # noqa: E402
 from gradscope.errors import GradscopeError
 
 clip = clamp

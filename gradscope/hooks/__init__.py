@@ -1,0 +1,1 @@
+"""Module-level hook machinery built on autograd nodes."""

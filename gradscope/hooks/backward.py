@@ -1,0 +1,154 @@
+"""Module full backward hooks, built from identity nodes around a module call.
+
+Each call of a module that has full backward hooks or backward pre-hooks gets a
+``BackwardHook``. Its input tensors pass through one identity node whose post-hook (H_in)
+sees the gradients w.r.t. the inputs; its outputs pass through another identity node whose
+post-hook (H_out) sees ``grad_output`` before the module's own backward runs.
+
+gradscope differs from PyTorch on purpose in one point: a ``grad_input`` slot that received no
+gradient stays ``None`` (PyTorch materialises zeros, which then land in ``.grad``).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from gradscope.autograd import grad_mode
+from gradscope.autograd.function import new_node
+from gradscope.autograd.node import Node
+from gradscope.autograd.tensor import Tensor
+
+_INPLACE_MESSAGE = (
+    "Output {index} of BackwardHookFunctionBackward is a view and is being modified inplace. This view "
+    "was created inside a custom Function (or because an input was returned as-is) and the autograd logic "
+    "to handle view+inplace would override the custom backward associated with the custom Function, leading "
+    "to incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of the "
+    "custom Function. (gradscope: the tensor was wrapped by a module backward hook on {module}; tensors "
+    "wrapped for backward hooks must not be modified inplace.)")
+
+
+class BackwardHookFunctionBackward(Node):
+    """Identity node: passes every incoming gradient through unchanged."""
+
+    _single_input = False
+
+    def backward(self, *grads):
+        return grads
+
+
+def identity_wrap(tensors: list, module: Any) -> tuple[list, Node | None]:
+    """Pass ``tensors`` through one identity node; outputs alias the inputs."""
+    node = new_node(BackwardHookFunctionBackward, tuple(tensors))
+    outs = []
+    for index, t in enumerate(tensors):
+        o = Tensor._make(t.data)
+        o._vc = t._version_counter()
+        if node is not None and t.requires_grad:
+            o.requires_grad = True
+            o.grad_fn = node
+            o._output_nr = index
+            o._inplace_error = _INPLACE_MESSAGE.format(index=index, module=type(module).__name__)
+        outs.append(o)
+    if node is not None:
+        node._meta = tuple((t.data.shape, t.data.dtype) for t in tensors)
+    return outs, node
+
+
+class BackwardHook:
+    """Per-call state linking a module's input and output identity nodes to its hooks."""
+
+    def __init__(self, module: Any, full_hooks: list, pre_hooks: list) -> None:
+        self.module = module  # strong reference: a temporary module lives through its hooks
+        self.full_hooks = full_hooks
+        self.pre_hooks = pre_hooks
+        self.grad_outputs: tuple | None = None
+        self.n_inputs = 0
+        self.input_positions: list | None = None
+        self.n_outputs = 0
+        self.output_positions: list = []
+
+    # ---------------------------------------------------------------- forward-time setup
+    def setup_input_hook(self, args: tuple) -> tuple:
+        """Wrap the tensor positional args (after the forward pre-hooks)."""
+        self.n_inputs = len(args)
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not grad_mode._enabled[0] or not any(args[i].requires_grad for i in positions):
+            self.input_positions = None
+            return args
+        wrapped, node = identity_wrap([args[i] for i in positions], self.module)
+        self.input_positions = positions
+        node.register_hook(self._input_hook)
+        new_args = list(args)
+        for i, t in zip(positions, wrapped):
+            new_args[i] = t
+        return tuple(new_args)
+
+    def setup_output_hook(self, result: Any) -> Any:
+        """Wrap the tensor outputs (after the forward hooks)."""
+        single = isinstance(result, Tensor)
+        if not single and not isinstance(result, tuple):
+            warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
+                          f"Tensors but received {type(result)}", UserWarning, stacklevel=4)
+            return result
+        outputs = (result,) if single else result
+        self.n_outputs = len(outputs)
+        positions = [i for i, o in enumerate(outputs) if isinstance(o, Tensor)]
+        if not grad_mode._enabled[0] or not any(outputs[i].requires_grad for i in positions):
+            return result
+        wrapped, node = identity_wrap([outputs[i] for i in positions], self.module)
+        self.output_positions = positions
+        node.register_hook(self._output_hook)
+        new_outputs = list(outputs)
+        for i, t in zip(positions, wrapped):
+            new_outputs[i] = t
+        return new_outputs[0] if single else tuple(new_outputs)
+
+    # ---------------------------------------------------------------- backward-time hooks
+    def _output_hook(self, grad_inputs: tuple, grad_outputs: tuple) -> tuple:
+        """H_out: grad_output is known; run the pre-hooks (and, if no input needs grad, the hooks)."""
+        grads: list = [None] * self.n_outputs
+        for position, g in zip(self.output_positions, grad_inputs):
+            grads[position] = g
+        grad_output = tuple(grads)
+        for hook in self.pre_hooks:
+            replaced = hook(self.module, grad_output)
+            if replaced is None:
+                continue
+            if not isinstance(replaced, tuple) or len(replaced) != self.n_outputs:
+                got = len(replaced) if isinstance(replaced, (tuple, list)) else type(replaced).__name__
+                raise RuntimeError(f"Backward pre hook returned an invalid number of grad_output, got {got}, "
+                                   f"but expected {self.n_outputs} (module {type(self.module).__name__})")
+            grad_output = replaced
+        self.grad_outputs = grad_output
+        if self.input_positions is None:
+            if self.full_hooks:
+                warnings.warn("Full backward hook will not fire because no inputs require gradients: it is "
+                              "called now with grad_input of None (module "
+                              f"{type(self.module).__name__})", UserWarning, stacklevel=2)
+            for hook in self.full_hooks:
+                returned = hook(self.module, (None,) * self.n_inputs, grad_output)
+                if returned is not None and not all(g is None for g in returned):
+                    raise RuntimeError("Backward hook for Modules where no input requires gradient should "
+                                       "always return None or None for all gradients.")
+            self.grad_outputs = None
+        return tuple(grad_output[i] for i in self.output_positions)
+
+    def _input_hook(self, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
+        """H_in: grad_input is known; run the full hooks, whose return replaces it."""
+        if self.grad_outputs is None:
+            return None
+        grads: list = [None] * self.n_inputs
+        for position, g in zip(self.input_positions, grad_inputs):
+            grads[position] = g
+        grad_input = tuple(grads)
+        for hook in self.full_hooks:
+            replaced = hook(self.module, grad_input, self.grad_outputs)
+            if replaced is None:
+                continue
+            if not isinstance(replaced, tuple) or len(replaced) != self.n_inputs:
+                got = len(replaced) if isinstance(replaced, (tuple, list)) else type(replaced).__name__
+                raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {got}, but "
+                                   f"expected {self.n_inputs} (module {type(self.module).__name__})")
+            grad_input = replaced
+        self.grad_outputs = None
+        return tuple(grad_input[i] for i in self.input_positions)

@@ -1,0 +1,677 @@
+"""``nn.Module``: registration of parameters, buffers and submodules, state dicts, and the
+hook system (per-module and global forward, backward and registration hooks).
+
+All dispatch lives in ``Module._call_impl``, in PyTorch's order; without any hook registered
+anywhere a call goes straight to ``forward``.
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections import OrderedDict, namedtuple
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from gradscope.autograd.tensor import Tensor
+from gradscope.hooks.backward import BackwardHook
+from gradscope.nn.parameter import Buffer, Parameter
+from gradscope.utils.hooks import RemovableHandle, add_hook
+
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
+           "register_module_backward_hook", "register_module_module_registration_hook",
+           "register_module_parameter_registration_hook", "register_module_buffer_registration_hook"]
+
+_global_forward_pre_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks: OrderedDict = OrderedDict()
+_global_forward_hooks_with_kwargs: OrderedDict = OrderedDict()
+_global_forward_hooks_always_called: OrderedDict = OrderedDict()
+_global_backward_pre_hooks: OrderedDict = OrderedDict()
+_global_backward_hooks: OrderedDict = OrderedDict()
+_global_module_registration_hooks: OrderedDict = OrderedDict()
+_global_parameter_registration_hooks: OrderedDict = OrderedDict()
+_global_buffer_registration_hooks: OrderedDict = OrderedDict()
+
+_LEGACY_WARNING = ("{old} is deprecated: in PyTorch it reports only the gradients of the module's last "
+                   "operation. gradscope registers it as a full backward hook; use {new} instead.")
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _typename(value: Any) -> str:
+    if isinstance(value, Tensor):
+        return value._type_name()
+    return type(value).__module__ + "." + type(value).__qualname__ if type(value).__module__ != "builtins" \
+        else type(value).__name__
+
+
+# ---------------------------------------------------------------- global hook registration
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(module, args) -> args | None`` for every module call, before local pre-hooks."""
+    return add_hook(_global_forward_pre_hooks, hook)
+
+
+def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
+                                 always_call: bool = False) -> RemovableHandle:
+    """Register ``hook(module, args, output) -> output | None`` for every module call.
+
+    With ``with_kwargs=True`` the hook is called as ``hook(module, args, kwargs, output)``;
+    with ``always_call=True`` it also runs when forward raises.
+    """
+    handle = RemovableHandle(_global_forward_hooks, _global_forward_hooks_with_kwargs,
+                             _global_forward_hooks_always_called)
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(module, grad_output) -> tuple | None`` for every module, before local ones."""
+    return add_hook(_global_backward_pre_hooks, hook)
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(module, grad_input, grad_output) -> tuple | None`` for every module."""
+    return add_hook(_global_backward_hooks, hook)
+
+
+def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    """Deprecated: registers a *full* backward hook for every module and warns (FutureWarning)."""
+    warnings.warn(_LEGACY_WARNING.format(old="register_module_backward_hook",
+                                         new="register_module_full_backward_hook"), FutureWarning, stacklevel=2)
+    return register_module_full_backward_hook(hook)
+
+
+def register_module_module_registration_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(module, name, submodule) -> Module | None`` called when a submodule is registered."""
+    return add_hook(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(module, name, param) -> Parameter | None`` called when a parameter is registered."""
+    return add_hook(_global_parameter_registration_hooks, hook)
+
+
+def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(module, name, buffer) -> Tensor | None`` called when a buffer is registered."""
+    return add_hook(_global_buffer_registration_hooks, hook)
+
+
+def _any_global_call_hooks() -> bool:
+    return bool(_global_forward_pre_hooks or _global_forward_hooks or _global_backward_pre_hooks
+                or _global_backward_hooks)
+
+
+def _forward_unimplemented(self: "Module", *args: Any, **kwargs: Any) -> Any:
+    raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+
+class Module:
+    """Base class for all neural network modules (PyTorch's ``nn.Module`` API)."""
+
+    training: bool
+    _version = 1
+    call_super_init = False
+    forward: Callable[..., Any] = _forward_unimplemented
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected argument")
+        setattr_ = object.__setattr__
+        setattr_(self, "training", True)
+        setattr_(self, "_parameters", OrderedDict())
+        setattr_(self, "_buffers", OrderedDict())
+        setattr_(self, "_non_persistent_buffers_set", set())
+        setattr_(self, "_modules", OrderedDict())
+        for name in ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                     "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_pre_hooks",
+                     "_backward_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks"):
+            setattr_(self, name, OrderedDict())
+
+    # ---------------------------------------------------------------- registration
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add a parameter (or a None placeholder) under ``name``."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_name(name, "parameter", self._parameters)
+        if param is None:
+            self._parameters[name] = None
+            return
+        if not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                            "(torch.nn.Parameter or None required)")
+        if param.grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
+                             f"created explicitly. To express '{name}' as a function of another Tensor, compute "
+                             "the value in the forward() method.")
+        for hook in tuple(_global_parameter_registration_hooks.values()):
+            output = hook(self, name, param)
+            if output is not None:
+                param = output
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a buffer (state that is not a parameter, e.g. BatchNorm's running mean)."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_name(name, "buffer", self._buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        for hook in tuple(_global_buffer_registration_hooks.values()):
+            output = hook(self, name, tensor)
+            if output is not None:
+                tensor = output
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def _check_name(self, name: Any, kind: str, registry: dict) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in registry:
+            raise KeyError(f"attribute '{name}' already exists")
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        """Add a child module under ``name``."""
+        if not isinstance(module, Module) and module is not None:
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f'module name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError('module name can\'t be empty string ""')
+        for hook in tuple(_global_module_registration_hooks.values()):
+            output = hook(self, name, module)
+            if output is not None:
+                module = output
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target: str) -> "Module":
+        """The submodule at dotted path ``target`` ("" is self)."""
+        if target == "":
+            return self
+        module = self
+        for item in target.split("."):
+            if not hasattr(module, item):
+                raise AttributeError(f"{module._get_name()} has no attribute `{item}`")
+            module = getattr(module, item)
+            if not isinstance(module, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return module
+
+    def get_parameter(self, target: str) -> Parameter:
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, name):
+            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+        param = getattr(module, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target: str) -> Tensor:
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if name not in module._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return module._buffers[name]
+
+    # ---------------------------------------------------------------- attribute protocol
+    def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        if "_parameters" in d and name in d["_parameters"]:
+            return d["_parameters"][name]
+        if "_buffers" in d and name in d["_buffers"]:
+            return d["_buffers"][name]
+        if "_modules" in d and name in d["_modules"]:
+            return d["_modules"][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        params = d.get("_parameters")
+
+        def remove_from(*dicts: Any) -> None:
+            for registry in dicts:
+                if name in registry:
+                    if isinstance(registry, dict):
+                        del registry[name]
+                    else:
+                        registry.discard(name)
+
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            remove_from(d, d["_buffers"], d["_modules"], d["_non_persistent_buffers_set"])
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                "(torch.nn.Parameter or None expected)")
+            self.register_parameter(name, value)
+        else:
+            modules = d.get("_modules")
+            if isinstance(value, Module):
+                if modules is None:
+                    raise AttributeError("cannot assign module before Module.__init__() call")
+                remove_from(d, d["_parameters"], d["_buffers"], d["_non_persistent_buffers_set"])
+                for hook in tuple(_global_module_registration_hooks.values()):
+                    output = hook(self, name, value)
+                    if output is not None:
+                        value = output
+                modules[name] = value
+            elif modules is not None and name in modules:
+                if value is not None:
+                    raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                    "(torch.nn.Module or None expected)")
+                modules[name] = value
+            else:
+                buffers = d.get("_buffers")
+                if isinstance(value, Buffer):
+                    if buffers is None:
+                        raise AttributeError("cannot assign buffer before Module.__init__() call")
+                    remove_from(d)
+                    self.register_buffer(name, Tensor._make(value.data), value.persistent)
+                elif buffers is not None and name in buffers:
+                    if value is not None and not isinstance(value, Tensor):
+                        raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                        "(torch.Tensor or None expected)")
+                    for hook in tuple(_global_buffer_registration_hooks.values()):
+                        output = hook(self, name, value)
+                        if output is not None:
+                            value = output
+                    buffers[name] = value
+                else:
+                    object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        d = self.__dict__
+        if name in d.get("_parameters", {}):
+            del d["_parameters"][name]
+        elif name in d.get("_buffers", {}):
+            del d["_buffers"][name]
+            d["_non_persistent_buffers_set"].discard(name)
+        elif name in d.get("_modules", {}):
+            del d["_modules"][name]
+        else:
+            object.__delattr__(self, name)
+
+    def __dir__(self) -> list:
+        keys = list(object.__dir__(self))
+        keys += list(self._parameters) + list(self._buffers) + list(self._modules)
+        return sorted(set(k for k in keys if not k[0].isdigit()))
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    # ---------------------------------------------------------------- iteration
+    def _named_members(self, get_members: Callable, prefix: str = "", recurse: bool = True,
+                       remove_duplicate: bool = True) -> Iterator:
+        memo: set = set()
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse \
+            else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, value in get_members(module):
+                if value is None or (remove_duplicate and id(value) in memo):
+                    continue
+                if remove_duplicate:
+                    memo.add(id(value))
+                yield (module_prefix + ("." if module_prefix else "") + name, value)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Yield the parameters of this module (and of its descendants if ``recurse``)."""
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """Yield ``(dotted_name, parameter)``, e.g. ``("body.0.weight", p)``."""
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, buf in self.named_buffers(recurse=recurse):
+            yield buf
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
+
+    def children(self) -> Iterator["Module"]:
+        for _, module in self.named_children():
+            yield module
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        memo: set = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in memo:
+                memo.add(id(module))
+                yield name, module
+
+    def modules(self) -> Iterator["Module"]:
+        for _, module in self.named_modules():
+            yield module
+
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+        """Yield ``(dotted_path, module)`` for this module and every descendant, depth first."""
+        if memo is None:
+            memo = set()
+        stack = [(prefix, self)]
+        while stack:
+            path, module = stack.pop()
+            if remove_duplicate:
+                if id(module) in memo:
+                    continue
+                memo.add(id(module))
+            yield path, module
+            children = [(path + ("." if path else "") + name, child)
+                        for name, child in module._modules.items() if child is not None]
+            stack.extend(reversed(children))
+
+    # ---------------------------------------------------------------- modes and grads
+    def train(self, mode: bool = True) -> "Module":
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for module in self.modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset parameter gradients (to None by default, else to zeros in place)."""
+        for p in self.parameters():
+            if p._grad is None:
+                continue
+            if set_to_none:
+                p._grad = None
+            else:
+                p._grad.data.fill(0)
+                p._grad._bump_version()
+
+    def apply(self, fn: Callable[["Module"], None]) -> "Module":
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    def _apply_to_tensors(self, convert: Callable[[np.ndarray], np.ndarray]) -> "Module":
+        for module in self.modules():
+            for p in module._parameters.values():
+                if p is not None and p.data.dtype.kind == "f":
+                    p.data = convert(p.data)
+                    if p._grad is not None:
+                        p._grad.data = convert(p._grad.data)
+            for name, b in module._buffers.items():
+                if b is not None and b.data.dtype.kind == "f":
+                    b.data = convert(b.data)
+        return self
+
+    def float(self) -> "Module":
+        return self._apply_to_tensors(lambda a: a.astype(np.float32))
+
+    def double(self) -> "Module":
+        return self._apply_to_tensors(lambda a: a.astype(np.float64))
+
+    def half(self) -> "Module":
+        return self._apply_to_tensors(lambda a: a.astype(np.float16))
+
+    def to(self, *args: Any, **kwargs: Any) -> "Module":
+        """Move to a dtype (``cpu`` is the only device)."""
+        from gradscope.autograd import dtypes
+
+        target = kwargs.get("dtype")
+        for a in list(args) + [kwargs.get("device")]:
+            if isinstance(a, dtypes.dtype):
+                target = a
+            elif isinstance(a, str) and not a.startswith("cpu"):
+                raise RuntimeError(f"gradscope runs on the CPU only; cannot move a module to {a!r}")
+        if target is None:
+            return self
+        np_dtype = dtypes.to_numpy_dtype(target)
+        return self._apply_to_tensors(lambda arr: arr.astype(np_dtype))
+
+    def cpu(self) -> "Module":
+        return self
+
+    def type(self, dst_type: Any) -> "Module":
+        return self.to(dst_type)
+
+    # ---------------------------------------------------------------- state dict
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        for name, param in self._parameters.items():
+            if param is not None:
+                destination[prefix + name] = param if keep_vars else param.detach()
+        for name, buf in self._buffers.items():
+            if buf is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = buf if keep_vars else buf.detach()
+
+    def state_dict(self, *args: Any, destination: dict | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> OrderedDict:
+        """An ordered dict of every parameter and persistent buffer, keyed by dotted name."""
+        if destination is None:
+            destination = OrderedDict()
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, module in self._modules.items():
+            if module is not None:
+                module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in self._state_dict_hooks.values():
+            result = hook(self, destination, prefix, {})
+            if result is not None:
+                destination = result
+        return destination
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
+                              missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+        persistent_buffers = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
+        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent_buffers.items())
+                       if v is not None}
+        for name, param in local_state.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            array = value.data if isinstance(value, Tensor) else np.asarray(value)
+            if array.shape != param.data.shape:
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape "
+                                  f"gradscope.Size({list(array.shape)}) from checkpoint, the shape in current "
+                                  f"model is gradscope.Size({list(param.data.shape)}).")
+                continue
+            param.data[...] = array.astype(param.data.dtype, copy=False)
+            param._bump_version()
+        if strict:
+            for key in state_dict:
+                if not key.startswith(prefix):
+                    continue
+                rest = key[len(prefix):]
+                head = rest.split(".", 1)[0]
+                if "." in rest:
+                    if head not in self._modules:
+                        unexpected_keys.append(key)
+                elif rest not in local_state:
+                    unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
+        """Copy parameters and buffers from ``state_dict``; returns ``(missing_keys, unexpected_keys)``."""
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing: list = []
+        unexpected: list = []
+        errors: list = []
+        for prefix, module in self.named_modules(prefix=""):
+            full = prefix + "." if prefix else ""
+            module._load_from_state_dict(state_dict, full, {}, True, missing, unexpected, errors)
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
+                              + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t" + "\n\t".join(errors))
+        return _IncompatibleKeys(missing if strict else [], unexpected if strict else [])
+
+    # ---------------------------------------------------------------- printing
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def extra_repr(self) -> str:
+        """Extra information shown in ``repr`` (override in layers)."""
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        for name, module in self._modules.items():
+            child = repr(module).split("\n")
+            child = [child[0]] + ["  " + line for line in child[1:]]
+            lines.append(f"({name}): " + "\n".join(child))
+        main = self._get_name() + "("
+        if lines:
+            if len(lines) == 1 and not self._modules:
+                main += lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    # ---------------------------------------------------------------- hooks
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Register ``hook(module, args) -> args | None`` (or ``hook(module, args, kwargs) ->
+        (args, kwargs) | None`` with ``with_kwargs``), called before ``forward``."""
+        handle = RemovableHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Register ``hook(module, args, output) -> output | None`` (``hook(module, args, kwargs,
+        output)`` with ``with_kwargs``), called after ``forward``; ``always_call`` also on error."""
+        handle = RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
+                                 self._forward_hooks_always_called)
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Register ``hook(module, grad_output) -> tuple[Tensor | None, ...] | None``, called when the
+        gradients w.r.t. the module's outputs are known; a return replaces ``grad_output``."""
+        return add_hook(self._backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Register ``hook(module, grad_input, grad_output) -> tuple[Tensor | None, ...] | None``,
+        called when the gradients w.r.t. the module's positional inputs are computed; a return
+        replaces ``grad_input``. Slots of inputs that got no gradient are None."""
+        return add_hook(self._backward_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """Deprecated: registers a *full* backward hook and warns (FutureWarning)."""
+        warnings.warn(_LEGACY_WARNING.format(old="register_backward_hook", new="register_full_backward_hook"),
+                      FutureWarning, stacklevel=2)
+        return self.register_full_backward_hook(hook)
+
+    def register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        return add_hook(self._state_dict_hooks, hook)
+
+    # ---------------------------------------------------------------- dispatch
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_pre_hooks
+                or self._backward_hooks or _global_forward_pre_hooks or _global_forward_hooks
+                or _global_backward_pre_hooks or _global_backward_hooks):
+            return self.forward(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        """One module call with every hook kind, in PyTorch's order (see hook-semantics §7)."""
+        pre_hooks = list(_global_backward_pre_hooks.values()) + list(self._backward_pre_hooks.values())
+        full_hooks = list(_global_backward_hooks.values()) + list(self._backward_hooks.values())
+        forward_pre = [(h, False) for h in _global_forward_pre_hooks.values()] + \
+            [(h, hid in self._forward_pre_hooks_with_kwargs) for hid, h in self._forward_pre_hooks.items()]
+        forward_post = [(h, hid in _global_forward_hooks_with_kwargs, hid in _global_forward_hooks_always_called)
+                        for hid, h in _global_forward_hooks.items()] + \
+            [(h, hid in self._forward_hooks_with_kwargs, hid in self._forward_hooks_always_called)
+             for hid, h in self._forward_hooks.items()]
+        result = None
+        already_called: set = set()
+        try:
+            for hook, with_kwargs in forward_pre:
+                if with_kwargs:
+                    returned = hook(self, args, kwargs)
+                    if returned is not None:
+                        if isinstance(returned, tuple) and len(returned) == 2:
+                            args, kwargs = returned
+                        else:
+                            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, "
+                                               f"new_kwargs), but got {returned}.")
+                else:
+                    returned = hook(self, args)
+                    if returned is not None:
+                        args = returned if isinstance(returned, tuple) else (returned,)
+            backward_hook = None
+            if full_hooks or pre_hooks:
+                backward_hook = BackwardHook(self, full_hooks, pre_hooks)
+                args = backward_hook.setup_input_hook(args)
+            result = self.forward(*args, **kwargs)
+            for index, (hook, with_kwargs, always) in enumerate(forward_post):
+                if always:
+                    already_called.add(index)
+                returned = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
+                if returned is not None:
+                    result = returned
+            if backward_hook is not None:
+                result = backward_hook.setup_output_hook(result)
+            return result
+        except Exception:
+            for index, (hook, with_kwargs, always) in enumerate(forward_post):
+                if not always or index in already_called:
+                    continue
+                try:
+                    if with_kwargs:
+                        hook(self, args, kwargs, result)
+                    else:
+                        hook(self, args, result)
+                except Exception as hook_error:  # noqa: BLE001 - reported as a warning, as PyTorch does
+                    warnings.warn("forward hook with ``always_call=True`` raised an exception that was "
+                                  f"silenced as another error was raised in forward: {hook_error}",
+                                  UserWarning, stacklevel=2)
+            raise
