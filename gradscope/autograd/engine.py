@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
-from gradscope.autograd.node import AccumulateGrad, Node, make_edge
+from gradscope.autograd.node import _FREED, AccumulateGrad, Node, make_edge
 from gradscope.autograd.tensor import Tensor
 
 _active_tasks: list["GraphTask"] = []
@@ -212,7 +212,7 @@ def _run_tensor_hooks(hooks: dict, grad: np.ndarray) -> np.ndarray:
     return grad
 
 
-def _replace_tuple(result: Any, old: list, fn: Node, what: str) -> list:
+def _replace_tuple(result: Any, old: list, fn: Node, what: str, expected: list) -> list:
     if not isinstance(result, tuple):
         raise TypeError(f"{what} of {fn.name()}: expected tuple of Tensors or None, got "
                         f"{type(result).__name__}")
@@ -220,10 +220,16 @@ def _replace_tuple(result: Any, old: list, fn: Node, what: str) -> list:
         raise RuntimeError(f"{what} of {fn.name()} returned an incorrect number of values "
                            f"(got {len(result)}, but expected {len(old)})")
     new = []
-    for value, previous in zip(result, old):
+    for value, previous, shape in zip(result, old, expected):
         if value is None:
             new.append(None)
         elif previous is None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"{what} of {fn.name()} returned an invalid value: expected a Tensor or None, "
+                                f"got {type(value).__name__}")
+            if shape is not None and value.data.shape != shape:
+                raise RuntimeError(f"{what} of {fn.name()} changed the size of the gradient: expected "
+                                   f"{list(shape)}, got {list(value.data.shape)}")
             new.append(value.data)
         else:
             new.append(_check_hook_result(value, previous, f"{what} of {fn.name()}"))
@@ -276,72 +282,50 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     grad_mode._enabled[0] = False
     _active_tasks.append(task)
     heappush, heappop = heapq.heappush, heapq.heappop
+    freed = _FREED
     try:
         while heap:
             fn = heappop(heap)[2]
             buf = buffers.pop(fn)
-            is_acc = type(fn) is AccumulateGrad
-            # 1-2. tensor hooks of each output slot, then retain_grad capture
-            if is_acc:
-                hooks = fn.variable._hooks
-                if hooks and buf[0] is not None:
-                    buf[0] = _run_tensor_hooks(hooks, buf[0])
-            elif fn._tensor_hooks is not None:
-                for slot, hooks in fn._tensor_hooks.items():
-                    if hooks and buf[slot] is not None:
-                        buf[slot] = _run_tensor_hooks(hooks, buf[slot])
-            if fn._retain is not None:
-                _retain_grads(fn, buf)
-            if capture_at and fn in capture_at:
-                for nr, index in capture_at[fn]:
-                    captured[index] = buf[nr]
-                if needed is not None and fn not in needed:
+            if fn._slow or capture_at or check_anomaly:
+                grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate)
+                if grads_in is None:
                     continue
-            # 3. node pre-hooks
-            if fn._pre_hooks:
-                for hook in tuple(fn._pre_hooks.values()):
-                    result = hook(_wrap(buf))
-                    if result is not None:
-                        buf = _replace_tuple(result, buf, fn, "hook")
-            # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
-            if is_acc:
-                if buf[0] is not None and accumulate:
-                    fn.backward(buf[0])
-                    _post_accumulate(fn.variable)
-                grads_in = ()
-            elif all(g is None for g in buf):
-                grads_in = (None,) * len(fn._next)
+                if check_anomaly:
+                    anomaly.check_node(fn, grads_in)
             else:
-                grads_in = fn.backward(*buf)
-                if fn._single_input:
-                    grads_in = (grads_in,)
-            # 6. node post-hooks
-            if fn._post_hooks:
-                grads_in = list(grads_in)
-                outs = _wrap(buf)
-                for hook in tuple(fn._post_hooks.values()):
-                    result = hook(_wrap(grads_in), outs)
-                    if result is not None:
-                        grads_in = _replace_tuple(result, grads_in, fn, "hook")
-            if check_anomaly:
-                anomaly.check_node(fn, grads_in)
+                g = buf[0]
+                if g is None:
+                    grads_in = (None,) * len(fn._next)
+                elif fn._single_input:
+                    grads_in = (fn.backward(g),)
+                else:
+                    grads_in = fn.backward(g)
             if not keep_graph and fn._saved is not None:
-                fn._release()
-            # distribute to the inputs
+                fn._saved = freed
+                fn._vcs = ()
+            # hand the gradients to the input nodes
             for (child, nr), g in zip(fn._next, grads_in):
                 if child is None or (relevant is not None and child not in relevant):
                     continue
                 cbuf = buffers.get(child)
-                if cbuf is None:
-                    cbuf = buffers[child] = [None] * len(child._meta)
                 if g is not None:
                     shape, dtype = child._meta[nr]
                     if g.shape != shape:
                         g = _fix_shape(fn, g, shape)
-                    if g.dtype != dtype:
+                    if g.dtype is not dtype and g.dtype != dtype:
                         g = g.astype(dtype)
-                    old = cbuf[nr]
-                    cbuf[nr] = g if old is None else old + g
+                    if cbuf is None:
+                        if len(child._meta) == 1:
+                            buffers[child] = [g]
+                        else:
+                            cbuf = buffers[child] = [None] * len(child._meta)
+                            cbuf[nr] = g
+                    else:
+                        old = cbuf[nr]
+                        cbuf[nr] = g if old is None else old + g
+                elif cbuf is None:
+                    buffers[child] = [None] * len(child._meta)
                 remaining = deps[child] - 1
                 deps[child] = remaining
                 if remaining == 0:
@@ -353,6 +337,58 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         _active_tasks.pop()
         grad_mode._enabled[0] = prev_mode
     return captured
+
+
+def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, needed: set | None,
+                      accumulate: bool) -> tuple | None:
+    """Run one node with everything E5 of the contract allows: tensor hooks, retain_grad,
+    capture, pre-hooks, compute, post-accumulate hooks, post-hooks. None means: skip it."""
+    is_acc = type(fn) is AccumulateGrad
+    # 1-2. tensor hooks of each output slot, then retain_grad capture
+    if is_acc:
+        hooks = fn.variable._hooks
+        if hooks and buf[0] is not None:
+            buf[0] = _run_tensor_hooks(hooks, buf[0])
+    elif fn._tensor_hooks is not None:
+        for slot, hooks in fn._tensor_hooks.items():
+            if hooks and buf[slot] is not None:
+                buf[slot] = _run_tensor_hooks(hooks, buf[slot])
+    if fn._retain is not None:
+        _retain_grads(fn, buf)
+    if capture_at and fn in capture_at:
+        for nr, index in capture_at[fn]:
+            captured[index] = buf[nr]
+        if needed is not None and fn not in needed:
+            return None
+    # 3. node pre-hooks
+    if fn._pre_hooks:
+        expected = [shape for shape, _ in fn._meta]
+        for hook in tuple(fn._pre_hooks.values()):
+            result = hook(_wrap(buf))
+            if result is not None:
+                buf = _replace_tuple(result, buf, fn, "hook", expected)
+    # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
+    if is_acc:
+        if buf[0] is not None and accumulate:
+            fn.backward(buf[0])
+            _post_accumulate(fn.variable)
+        grads_in = ()
+    elif all(g is None for g in buf):
+        grads_in = (None,) * len(fn._next)
+    else:
+        grads_in = fn.backward(*buf)
+        if fn._single_input:
+            grads_in = (grads_in,)
+    # 6. node post-hooks
+    if fn._post_hooks:
+        grads_in = list(grads_in)
+        outs = _wrap(buf)
+        expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
+        for hook in tuple(fn._post_hooks.values()):
+            result = hook(_wrap(grads_in), outs)
+            if result is not None:
+                grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
+    return grads_in
 
 
 def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
-from gradscope.autograd.node import Node, _next_seq, make_edge, saved_tensor_hooks_stack
+from gradscope.autograd.node import Node, _next_seq, saved_tensor_hooks_stack
 from gradscope.autograd.tensor import Tensor
 
 _grad_enabled = grad_mode._enabled
@@ -18,19 +18,34 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
     when no graph must be recorded (grad mode off, or no input requires grad)."""
     if not _grad_enabled[0]:
         return None
+    edges = []
+    needed = False
     for x in inputs:
-        if x is not None and x.requires_grad:
-            break
-    else:
+        if x is None:
+            edges.append(_NO_EDGE)
+            continue
+        fn = x.grad_fn
+        if fn is not None:
+            edges.append((fn, x._output_nr))
+            needed = True
+        elif x.requires_grad:
+            edges.append((x._accumulator(), 0))
+            needed = True
+        else:
+            edges.append(_NO_EDGE)
+    if not needed:
         return None
     node = object.__new__(cls)
-    node._next = tuple([(None, 0) if x is None else make_edge(x) for x in inputs])
+    node._next = tuple(edges)
     node._seq = _next_seq()
     node._saved = None
     node._vcs = ()
     if _anomaly.enabled:
         node._trace = anomaly.record_trace()
     return node
+
+
+_NO_EDGE = (None, 0)
 
 
 def result(out: np.ndarray, node: Node | None) -> Tensor:
@@ -41,12 +56,20 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
     if node is None:
         t.requires_grad = False
         t.grad_fn = None
+        t._vc = None
         return t
     t.requires_grad = True
     t.grad_fn = node
     node._meta = ((out.shape, out.dtype),)
     if node._save_output:
-        save_output(node, t)
+        vc = t._vc = [0]
+        node._vcs = ((vc, 0, None),)
+        if saved_tensor_hooks_stack:
+            node._pack([out])
+        else:
+            node._saved = (out,)
+    else:
+        t._vc = None
     return t
 
 
@@ -62,23 +85,15 @@ def results(outs: list, node: Node | None) -> tuple:
         tensors.append(t)
     if node is not None:
         node._meta = tuple((o.shape, o.dtype) for o in outs)
+        node._slow = True
     return tuple(tensors)
-
-
-def save_output(node: Node, t: Tensor) -> None:
-    """Save the op's own output for backward (without a reference cycle to it)."""
-    vc = t._vc = [0]
-    node._vcs = [(vc, 0, None)]
-    if saved_tensor_hooks_stack:
-        node._pack([t.data])
-    else:
-        node._saved = [t.data]
 
 
 class FunctionCtx(Node):
     """Node of a user-defined Function; also the ``ctx`` its forward/backward receive."""
 
     _single_input = False
+    _slow = True
     _function: type
     needs_input_grad: tuple = ()
     materialize_grads = True

@@ -51,6 +51,9 @@ class Node:
     _trace: Any = None
     _save_output = False
     _single_input = True
+    # True when the engine must take its general path for this node: hooks, retain_grad,
+    # several outputs, or an AccumulateGrad.
+    _slow = False
 
     def name(self) -> str:
         """The node's type name, e.g. ``"MulBackward0"``."""
@@ -79,17 +82,20 @@ class Node:
         """Register ``fn(grad_outputs) -> tuple | None``, called before the node computes."""
         if self._pre_hooks is None:
             self._pre_hooks = OrderedDict()
+        self._slow = True
         return add_hook(self._pre_hooks, fn)
 
     def register_hook(self, fn: Callable) -> RemovableHandle:
         """Register ``fn(grad_inputs, grad_outputs) -> tuple | None``, called after it computes."""
         if self._post_hooks is None:
             self._post_hooks = OrderedDict()
+        self._slow = True
         return add_hook(self._post_hooks, fn)
 
     def _hooks_for_slot(self, slot: int) -> OrderedDict:
         if self._tensor_hooks is None:
             self._tensor_hooks = {}
+        self._slow = True
         hooks = self._tensor_hooks.get(slot)
         if hooks is None:
             hooks = self._tensor_hooks[slot] = OrderedDict()
@@ -129,7 +135,7 @@ class Node:
         for entry in self._vcs:
             if entry is not None and entry[0][0] != entry[1]:
                 self._raise_modified(entry)
-        if self._unpack is not None:
+        if self.__dict__ and self._unpack is not None:
             out = []
             for packed in saved:
                 if packed is None:
@@ -162,6 +168,7 @@ class AccumulateGrad(Node):
     """The node that writes a leaf's ``.grad``. One per leaf, shared by all its consumers."""
 
     __slots__ = ("variable",)
+    _slow = True
 
     def __init__(self, variable: Any) -> None:
         self.variable = variable

@@ -25,11 +25,10 @@ class Tensor:
     state (hooks, ``.grad``, version counter, ...) lives in ``__dict__`` with class defaults.
     """
 
-    __slots__ = ("data", "requires_grad", "grad_fn", "_output_nr", "__dict__", "__weakref__")
+    __slots__ = ("data", "requires_grad", "grad_fn", "_output_nr", "_vc", "__dict__", "__weakref__")
     __array_ufunc__ = None  # make numpy defer to our reflected operators
 
     _grad: "Tensor | None" = None
-    _vc: list | None = None
     _acc_ref: Any = None
     _hooks: OrderedDict | None = None
     _post_acc_hooks: OrderedDict | None = None
@@ -44,6 +43,7 @@ class Tensor:
         self.requires_grad = requires_grad
         self.grad_fn = None
         self._output_nr = 0
+        self._vc = None
 
     @classmethod
     def _make(cls, data: np.ndarray) -> "Tensor":
@@ -53,6 +53,7 @@ class Tensor:
         t.requires_grad = False
         t.grad_fn = None
         t._output_nr = 0
+        t._vc = None
         return t
 
     # ---------------------------------------------------------------- metadata
@@ -184,6 +185,7 @@ class Tensor:
         new.requires_grad = self.requires_grad
         new.grad_fn = None
         new._output_nr = 0
+        new._vc = None
         if self._grad is not None:
             new._grad = Tensor._make(self._grad.data.copy())
         for key, value in self.__dict__.items():
@@ -256,6 +258,7 @@ class Tensor:
         fn = self.grad_fn
         if fn._retain is None:
             fn._retain = {}
+        fn._slow = True
         fn._retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
 

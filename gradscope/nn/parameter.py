@@ -12,12 +12,12 @@ class Parameter(Tensor):
     """A Tensor registered by a Module when assigned as an attribute. Shares ``data``'s memory."""
 
     def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
+        self._vc = None
         if data is None:
             array = np.zeros((0,), dtype=np.float32)
         elif isinstance(data, Tensor):
             array = data.data
-            if data._vc is not None:
-                self._vc = data._vc
+            self._vc = data._vc
         else:
             array = np.asarray(data)
             if array.dtype == np.float64 and not isinstance(data, np.ndarray):
@@ -48,6 +48,7 @@ class Buffer(Tensor):
 
     def __init__(self, data: Any, *, persistent: bool = True) -> None:
         self.data = data.data if isinstance(data, Tensor) else np.asarray(data)
+        self._vc = None
         self.grad_fn = None
         self._output_nr = 0
         self.requires_grad = False

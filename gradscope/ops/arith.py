@@ -92,7 +92,7 @@ class MulBackward0(Node):
     def backward(self, g):
         (node_a, _), (node_b, _) = self._next
         saved = self.saved()
-        if node_b is None and not saved:
+        if not saved:
             return (g * self.scalar, None)
         a, b = saved
         ga = unbroadcast(g * b, self.shape_a) if node_a is not None else None
@@ -102,6 +102,17 @@ class MulBackward0(Node):
 
 def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     """Elementwise product with broadcasting."""
+    other_type = type(other)
+    if (other_type is float or other_type is int) and isinstance(input, Tensor):
+        data = input.data
+        if data.dtype.kind == "f":
+            # A 0-d array of the tensor's dtype multiplies faster than a python float.
+            scalar = np.array(other, dtype=data.dtype)
+            node = new_node(MulBackward0, (input, None))
+            if node is not None:
+                node.scalar = scalar
+                node._saved = ()  # saves the scalar: a second backward must still fail
+            return result(data * scalar, node)
     if not isinstance(input, Tensor):
         input, other = other, input
     a, b = input.data, operand(other)
@@ -113,7 +124,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     if node is not None:
         if other_t is None:
             node.scalar = b
-            node._saved = []  # saves the scalar: a second backward must still fail
+            node._saved = ()  # saves the scalar: a second backward must still fail
         else:
             node.shape_a = a.shape
             node.shape_b = b.shape

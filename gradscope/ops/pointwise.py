@@ -150,7 +150,9 @@ class TanhBackward0(Node):
 
 
 def tanh(input: Tensor) -> Tensor:
-    return result(np.tanh(float_input(input)), new_node(TanhBackward0, (input,)))
+    data = input.data
+    return result(np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
+                  new_node(TanhBackward0, (input,)))
 
 
 class SigmoidBackward0(Node):
