@@ -18,6 +18,47 @@ _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "
                "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
 
 
+_DEFAULT_FLOAT = [np.dtype(np.float32)]
+
+
+def _flatten_tensors(data: Any) -> Any:
+    if isinstance(data, Tensor):
+        return data.data
+    if isinstance(data, (list, tuple)):
+        return [_flatten_tensors(d) for d in data]
+    return data
+
+
+def as_array(data: Any, dtype: Any, copy: bool = True) -> np.ndarray:
+    """Convert ``data`` to a numpy array following PyTorch's dtype inference."""
+    np_dtype = None if dtype is None else dtypes.to_numpy_dtype(dtype)
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, np.ndarray):
+        if np_dtype is not None and data.dtype != np_dtype:
+            return data.astype(np_dtype)
+        if data.dtype == np.float64 or data.dtype.kind in "fiub":
+            return data.copy() if copy else data
+        dtypes.from_numpy_dtype(data.dtype)
+    if isinstance(data, np.generic):
+        arr = np.asarray(data)
+        return arr.astype(np_dtype) if np_dtype is not None else arr.copy()
+    arr = np.array(_flatten_tensors(data))
+    if np_dtype is not None:
+        return arr.astype(np_dtype)
+    kind = arr.dtype.kind
+    if kind == "f":
+        return arr.astype(_DEFAULT_FLOAT[0])
+    if kind in "iu":
+        return arr.astype(np.int64)
+    if kind == "b":
+        return arr
+    if arr.size == 0:
+        return arr.astype(_DEFAULT_FLOAT[0])
+    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
 
@@ -37,8 +78,6 @@ class Tensor:
     _view_of_grad = False
 
     def __init__(self, data: Any = None, *, requires_grad: bool = False) -> None:
-        from gradscope.ops.creation import as_array
-
         self.data = as_array([] if data is None else data, None)
         self.requires_grad = requires_grad
         self.grad_fn = None

@@ -6,9 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gradscope.autograd import dtypes
-from gradscope.autograd.tensor import Tensor
-
-_DEFAULT_FLOAT = [np.dtype(np.float32)]
+from gradscope.autograd.tensor import _DEFAULT_FLOAT, Tensor, as_array
 
 
 def get_default_dtype() -> dtypes.dtype:
@@ -17,43 +15,6 @@ def get_default_dtype() -> dtypes.dtype:
 
 def set_default_dtype(d: Any) -> None:
     _DEFAULT_FLOAT[0] = dtypes.to_numpy_dtype(d)
-
-
-def _flatten_tensors(data: Any) -> Any:
-    if isinstance(data, Tensor):
-        return data.data
-    if isinstance(data, (list, tuple)):
-        return [_flatten_tensors(d) for d in data]
-    return data
-
-
-def as_array(data: Any, dtype: Any, copy: bool = True) -> np.ndarray:
-    """Convert ``data`` to a numpy array following PyTorch's dtype inference."""
-    np_dtype = None if dtype is None else dtypes.to_numpy_dtype(dtype)
-    if isinstance(data, Tensor):
-        data = data.data
-    if isinstance(data, np.ndarray):
-        if np_dtype is not None and data.dtype != np_dtype:
-            return data.astype(np_dtype)
-        if data.dtype == np.float64 or data.dtype.kind in "fiub":
-            return data.copy() if copy else data
-        dtypes.from_numpy_dtype(data.dtype)
-    if isinstance(data, np.generic):
-        arr = np.asarray(data)
-        return arr.astype(np_dtype) if np_dtype is not None else arr.copy()
-    arr = np.array(_flatten_tensors(data))
-    if np_dtype is not None:
-        return arr.astype(np_dtype)
-    kind = arr.dtype.kind
-    if kind == "f":
-        return arr.astype(_DEFAULT_FLOAT[0])
-    if kind in "iu":
-        return arr.astype(np.int64)
-    if kind == "b":
-        return arr
-    if arr.size == 0:
-        return arr.astype(_DEFAULT_FLOAT[0])
-    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 
 def _finish(arr: np.ndarray, requires_grad: bool) -> Tensor:

@@ -1,0 +1,72 @@
+"""The package's import layering (../shared/DESIGN.md), checked by parsing every import."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gradscope"
+
+# Lower rank = lower layer. A module may import its own layer and any layer below it.
+RANKS = {
+    "errors": 0, "utils": 0,
+    "autograd": 1,
+    "ops": 2,
+    "hooks": 3,
+    "nn": 4, "optim": 4, "serialization": 4,
+    "loading": 5, "monitor": 5, "testing": 5, "debug": 5,
+    "render": 6,
+    "cli": 7, "__main__": 7,
+}
+RENDER_FORBIDDEN = {"autograd", "ops", "nn", "hooks", "optim"}
+
+
+def _layer(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return parts[0]
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, node.lineno))
+            if node.module == "gradscope":
+                found.extend((f"gradscope.{alias.name}", node.lineno) for alias in node.names)
+    return found
+
+
+FILES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_only_go_downward(path: Path) -> None:
+    layer = _layer(path)
+    assert layer in RANKS, f"{path}: layer {layer!r} has no rank in this test"
+    for module, line in _imports(path):
+        top = module.split(".")[0]
+        if top == "click":
+            assert layer == "cli", f"{path}:{line} imports click outside gradscope/cli"
+        if top == "rich":
+            assert layer in ("cli", "render"), f"{path}:{line} imports rich outside render/ and cli/"
+        if top != "gradscope" or module == "gradscope":
+            continue
+        target = module.split(".")[1]
+        assert target in RANKS, f"{path}:{line}: unknown layer {target!r}"
+        if layer == "render":
+            assert target not in RENDER_FORBIDDEN, f"{path}:{line}: render/ must not import {module}"
+        assert RANKS[target] <= RANKS[layer], f"{path}:{line}: {layer} (rank {RANKS[layer]}) imports " \
+            f"{module} (rank {RANKS[target]}): imports must only go downward"
+
+
+def test_readme_test_command_is_what_ci_runs() -> None:
+    root = PACKAGE.parent
+    readme = (root / "README.md").read_text().splitlines()
+    marker = readme.index("<!-- test-command -->")
+    command = readme[marker + 2]
+    assert "pytest" in command
+    assert "<!-- test-command -->" in (root / ".ci" / "run").read_text()
