@@ -148,12 +148,16 @@ class Node:
 
     def _raise_modified(self, entry: tuple) -> None:
         vc, expected, tensor = entry
-        producer = tensor.grad_fn.name() if tensor.grad_fn is not None else "a leaf"
+        if tensor is None:  # the node's own saved output
+            what = f"[output of shape {list(self._meta[0][0])}], which is output 0 of {self.name()}"
+        else:
+            producer = tensor.grad_fn.name() if tensor.grad_fn is not None else "a leaf"
+            what = (f"[{tensor._type_name()} {list(tensor.shape)}], which is output {tensor._output_nr} "
+                    f"of {producer}")
         raise RuntimeError(
             "one of the variables needed for gradient computation has been modified by an inplace "
-            f"operation: [{tensor._type_name()} {list(tensor.shape)}], which is output "
-            f"{tensor._output_nr} of {producer}, is at version {vc[0]}; expected version {expected} "
-            f"instead (needed by {self.name()}). Hint: clone the tensor before modifying it in place.")
+            f"operation: {what}, is at version {vc[0]}; expected version {expected} instead (needed by "
+            f"{self.name()}). Hint: clone the tensor before modifying it in place.")
 
     def _release(self) -> None:
         if self._saved is not None:
