@@ -1,0 +1,447 @@
+"""Forward + backward speed of gradscope against hand-written numpy and PyTorch.
+
+Run from the repository root::
+
+    python tests/benchmarks/bench_engine.py            # check, then time every workload
+    python tests/benchmarks/bench_engine.py --quick --only chain
+    python tests/benchmarks/bench_engine.py --check    # only check that the variants agree
+    python tests/benchmarks/bench_engine.py --json results.json
+
+Workloads (every variant computes the same thing from the same float32 data):
+
+* ``mlp_ops``: MLP 784-512-512-10, batch 128, ReLU, cross-entropy written with ops
+  (``log_softmax`` + indexing); parameters are leaf tensors.
+* ``chain``: 2,000 tiny ops ``x = tanh(x) * 1.0001`` on 16 elements, then ``x.sum().backward()``.
+* ``rnn``: tanh RNN, 50 steps, batch 32, input and hidden 128, loss ``mean(h_final ** 2)``.
+* ``cnn``: Conv2d(1,8,3)-ReLU-MaxPool2d(2)-Conv2d(8,16,3)-ReLU-Flatten-Linear(1936,10),
+  ``CrossEntropyLoss``, batch 32 of 1x28x28 (numpy variant: im2col).
+* ``mlp_nn``: the MLP of ``mlp_ops`` as ``nn.Sequential`` + ``nn.CrossEntropyLoss``, against the
+  ops version and torch.
+"""
+from __future__ import annotations
+
+import os
+
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_name] = "1"
+
+import sys  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
+
+from benchlib import (Ratio, Variant, Workload, gradscope_nn, import_gradscope,  # noqa: E402
+                      import_torch, main)
+
+BATCH = 128
+MLP_SIZES = (784, 512, 512, 10)
+CHAIN_LENGTH = 2000
+CHAIN_SCALE = 1.0001
+RNN_STEPS, RNN_BATCH, RNN_INPUT, RNN_HIDDEN = 50, 32, 128, 128
+CNN_BATCH = 32
+NN_NAMES = ("Sequential", "Linear", "ReLU", "CrossEntropyLoss")
+CNN_NN_NAMES = NN_NAMES + ("Conv2d", "MaxPool2d", "Flatten")
+
+
+def _uniform(rng: np.random.Generator, bound: float, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.uniform(-bound, bound, shape).astype(np.float32)
+
+
+def _grads(params: list[Any]) -> list[np.ndarray]:
+    return [np.array(p.grad.numpy()) for p in params]
+
+
+def _clear_grads(params: list[Any]) -> None:
+    for param in params:
+        param.grad = None
+
+
+def _copy_into(lib: Any, param: Any, array: np.ndarray) -> None:
+    with lib.no_grad():
+        param.copy_(lib.tensor(array))
+
+
+# ---------------------------------------------------------------------------------------------
+# mlp_ops
+# ---------------------------------------------------------------------------------------------
+
+def mlp_data() -> dict[str, Any]:
+    """Input, labels and parameters (weights stored ``(in, out)`` for ``x @ W``)."""
+    rng = np.random.default_rng(0)
+    params = []
+    for fan_in, fan_out in zip(MLP_SIZES[:-1], MLP_SIZES[1:]):
+        bound = 1.0 / np.sqrt(fan_in)
+        params += [_uniform(rng, bound, (fan_in, fan_out)), _uniform(rng, bound, (fan_out,))]
+    return {"x": rng.standard_normal((BATCH, MLP_SIZES[0]), dtype=np.float32),
+            "y": rng.integers(0, MLP_SIZES[-1], BATCH), "params": params}
+
+
+def mlp_numpy(data: dict[str, Any]) -> Variant:
+    """The MLP with its backward written by hand."""
+    x, y = data["x"], data["y"]
+    w1, b1, w2, b2, w3, b3 = (p.copy() for p in data["params"])
+    rows = np.arange(x.shape[0])
+    scale = np.float32(1.0 / x.shape[0])
+    grads: list[np.ndarray] = []
+
+    def step() -> float:
+        h1 = x @ w1
+        h1 += b1
+        a1 = np.maximum(h1, 0)
+        h2 = a1 @ w2
+        h2 += b2
+        a2 = np.maximum(h2, 0)
+        logits = a2 @ w3
+        logits += b3
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        exp = np.exp(shifted)
+        sum_exp = exp.sum(axis=1, keepdims=True)
+        loss = -(shifted[rows, y] - np.log(sum_exp[:, 0])).mean()
+        # d loss / d logits = (softmax - onehot) / n
+        d_logits = exp / sum_exp
+        d_logits[rows, y] -= 1
+        d_logits *= scale
+        d_a2 = d_logits @ w3.T
+        np.multiply(d_a2, h2 > 0, out=d_a2)
+        d_a1 = d_a2 @ w2.T
+        np.multiply(d_a1, h1 > 0, out=d_a1)
+        grads[:] = [x.T @ d_a1, d_a1.sum(axis=0), a1.T @ d_a2, d_a2.sum(axis=0),
+                    a2.T @ d_logits, d_logits.sum(axis=0)]
+        return loss
+
+    return Variant("numpy", step, lambda: list(grads))
+
+
+def mlp_autograd(lib: Any, name: str, data: dict[str, Any]) -> Variant:
+    """The MLP with ops on leaf tensors, for ``lib`` = gradscope or torch."""
+    x, y = lib.tensor(data["x"]), lib.tensor(data["y"])
+    params = [lib.tensor(p, requires_grad=True) for p in data["params"]]
+    w1, b1, w2, b2, w3, b3 = params
+    rows = lib.arange(x.shape[0])
+
+    def step() -> Any:
+        _clear_grads(params)
+        hidden = lib.relu(x @ w1 + b1)
+        hidden = lib.relu(hidden @ w2 + b2)
+        logp = lib.log_softmax(hidden @ w3 + b3, dim=1)
+        loss = -(logp[rows, y]).mean()
+        loss.backward()
+        return loss
+
+    return Variant(name, step, lambda: _grads(params))
+
+
+# ---------------------------------------------------------------------------------------------
+# chain
+# ---------------------------------------------------------------------------------------------
+
+def chain_data() -> np.ndarray:
+    return np.random.default_rng(1).standard_normal(16, dtype=np.float32)
+
+
+def chain_numpy(x0: np.ndarray) -> Variant:
+    """2,000 x (tanh, scale) forward, then the reverse pass one op at a time."""
+    grads: list[np.ndarray] = []
+
+    def step() -> float:
+        outputs = []
+        x = x0
+        for _ in range(CHAIN_LENGTH):
+            t = np.tanh(x)
+            outputs.append(t)
+            x = t * CHAIN_SCALE
+        loss = x.sum()
+        grad = np.ones_like(x0)
+        for t in reversed(outputs):
+            grad = grad * CHAIN_SCALE
+            grad *= 1 - t * t  # d tanh(u) / du = 1 - tanh(u)^2
+        grads[:] = [grad]
+        return loss
+
+    return Variant("numpy", step, lambda: list(grads))
+
+
+def chain_autograd(lib: Any, name: str, x0: np.ndarray) -> Variant:
+    leaf = lib.tensor(x0, requires_grad=True)
+
+    def step() -> Any:
+        leaf.grad = None
+        x = leaf
+        for _ in range(CHAIN_LENGTH):
+            x = lib.tanh(x) * CHAIN_SCALE
+        loss = x.sum()
+        loss.backward()
+        return loss
+
+    return Variant(name, step, lambda: _grads([leaf]))
+
+
+# ---------------------------------------------------------------------------------------------
+# rnn
+# ---------------------------------------------------------------------------------------------
+
+def rnn_data() -> dict[str, Any]:
+    rng = np.random.default_rng(2)
+    bound = 1.0 / np.sqrt(RNN_HIDDEN)
+    return {"xs": list(rng.standard_normal((RNN_STEPS, RNN_BATCH, RNN_INPUT), dtype=np.float32)),
+            "h0": np.zeros((RNN_BATCH, RNN_HIDDEN), dtype=np.float32),
+            "params": [_uniform(rng, bound, (RNN_INPUT, RNN_HIDDEN)),
+                       _uniform(rng, bound, (RNN_HIDDEN, RNN_HIDDEN)),
+                       _uniform(rng, bound, (RNN_HIDDEN,))]}
+
+
+def rnn_numpy(data: dict[str, Any]) -> Variant:
+    """Forward through time, then backpropagation through time accumulating per step."""
+    xs, h0 = data["xs"], data["h0"]
+    w_ih, w_hh, bias = (p.copy() for p in data["params"])
+    grads: list[np.ndarray] = []
+
+    def step() -> float:
+        hs = [h0]
+        h = h0
+        for x in xs:
+            z = x @ w_ih
+            z += h @ w_hh
+            z += bias
+            h = np.tanh(z, out=z)
+            hs.append(h)
+        loss = (h * h).mean()
+        d_h = h * np.float32(2.0 / h.size)
+        d_w_ih = np.zeros_like(w_ih)
+        d_w_hh = np.zeros_like(w_hh)
+        d_bias = np.zeros_like(bias)
+        for t in range(len(xs) - 1, -1, -1):
+            d_z = 1 - hs[t + 1] * hs[t + 1]
+            d_z *= d_h
+            d_w_ih += xs[t].T @ d_z
+            d_w_hh += hs[t].T @ d_z
+            d_bias += d_z.sum(axis=0)
+            if t:
+                d_h = d_z @ w_hh.T
+        grads[:] = [d_w_ih, d_w_hh, d_bias]
+        return loss
+
+    return Variant("numpy", step, lambda: list(grads))
+
+
+def rnn_autograd(lib: Any, name: str, data: dict[str, Any]) -> Variant:
+    xs = [lib.tensor(x) for x in data["xs"]]
+    h0 = lib.tensor(data["h0"])
+    params = [lib.tensor(p, requires_grad=True) for p in data["params"]]
+    w_ih, w_hh, bias = params
+
+    def step() -> Any:
+        _clear_grads(params)
+        h = h0
+        for x in xs:
+            h = lib.tanh(x @ w_ih + h @ w_hh + bias)
+        loss = (h * h).mean()
+        loss.backward()
+        return loss
+
+    return Variant(name, step, lambda: _grads(params))
+
+
+# ---------------------------------------------------------------------------------------------
+# cnn
+# ---------------------------------------------------------------------------------------------
+
+def cnn_data() -> dict[str, Any]:
+    """Input, labels and parameters in PyTorch's layouts (conv ``(O, C, k, k)``, linear ``(out, in)``)."""
+    rng = np.random.default_rng(3)
+    params = []
+    for shape, fan_in in (((8, 1, 3, 3), 9), ((16, 8, 3, 3), 72), ((10, 1936), 1936)):
+        bound = 1.0 / np.sqrt(fan_in)
+        params += [_uniform(rng, bound, shape), _uniform(rng, bound, (shape[0],))]
+    return {"x": rng.standard_normal((CNN_BATCH, 1, 28, 28), dtype=np.float32),
+            "y": rng.integers(0, 10, CNN_BATCH), "params": params}
+
+
+def _im2col(x: np.ndarray, k: int) -> np.ndarray:
+    """NHWC input -> ``(N*Ho*Wo, C*k*k)`` patches, columns ordered (C, kh, kw) like the weight."""
+    n, height, width, channels = x.shape
+    windows = sliding_window_view(x, (k, k), axis=(1, 2))  # (N, Ho, Wo, C, k, k)
+    return windows.reshape(n * (height - k + 1) * (width - k + 1), channels * k * k)
+
+
+def _col2im(d_cols: np.ndarray, shape: tuple[int, ...], k: int) -> np.ndarray:
+    """Adjoint of ``_im2col``: scatter-add patch gradients back into an NHWC array."""
+    n, height, width, channels = shape
+    out_h, out_w = height - k + 1, width - k + 1
+    d_cols = d_cols.reshape(n, out_h, out_w, channels, k, k)
+    d_x = np.zeros(shape, dtype=d_cols.dtype)
+    for i in range(k):
+        for j in range(k):
+            d_x[:, i:i + out_h, j:j + out_w, :] += d_cols[:, :, :, :, i, j]
+    return d_x
+
+
+def cnn_numpy(data: dict[str, Any]) -> Variant:
+    """The CNN by hand: NHWC activations, convolutions as im2col matmuls, 2x2 max pool by argmax."""
+    x = np.ascontiguousarray(data["x"].transpose(0, 2, 3, 1))
+    y = data["y"]
+    w1, b1, w2, b2, w3, b3 = (p.copy() for p in data["params"])
+    n, rows = x.shape[0], np.arange(x.shape[0])
+    scale = np.float32(1.0 / n)
+    grads: list[np.ndarray] = []
+
+    def step() -> float:
+        cols1 = _im2col(x, 3)
+        h1 = cols1 @ w1.reshape(8, -1).T
+        h1 += b1
+        a1 = np.maximum(h1, 0).reshape(n, 13, 2, 13, 2, 8)
+        windows = a1.transpose(0, 1, 3, 5, 2, 4).reshape(n, 13, 13, 8, 4)
+        arg = windows.argmax(axis=-1)[..., None]
+        pooled = np.take_along_axis(windows, arg, axis=-1)[..., 0]  # (N, 13, 13, 8)
+        cols2 = _im2col(pooled, 3)
+        h2 = cols2 @ w2.reshape(16, -1).T
+        h2 += b2
+        a2 = np.maximum(h2, 0)
+        flat = a2.reshape(n, 11, 11, 16).transpose(0, 3, 1, 2).reshape(n, 1936)
+        logits = flat @ w3.T
+        logits += b3
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        exp = np.exp(shifted)
+        sum_exp = exp.sum(axis=1, keepdims=True)
+        loss = -(shifted[rows, y] - np.log(sum_exp[:, 0])).mean()
+
+        d_logits = exp / sum_exp
+        d_logits[rows, y] -= 1
+        d_logits *= scale
+        d_flat = d_logits @ w3
+        d_h2 = d_flat.reshape(n, 16, 11, 11).transpose(0, 2, 3, 1).reshape(-1, 16)
+        d_h2 = d_h2 * (h2 > 0)
+        d_pooled = _col2im(d_h2 @ w2.reshape(16, -1), pooled.shape, 3)
+        d_windows = np.zeros_like(windows)
+        np.put_along_axis(d_windows, arg, d_pooled[..., None], axis=-1)
+        d_h1 = d_windows.reshape(n, 13, 13, 8, 2, 2).transpose(0, 1, 4, 2, 5, 3).reshape(-1, 8)
+        d_h1 *= h1 > 0
+        grads[:] = [(d_h1.T @ cols1).reshape(w1.shape), d_h1.sum(axis=0),
+                    (d_h2.T @ cols2).reshape(w2.shape), d_h2.sum(axis=0),
+                    d_logits.T @ flat, d_logits.sum(axis=0)]
+        return loss
+
+    return Variant("numpy", step, lambda: list(grads))
+
+
+def _load_module(lib: Any, model: Any, arrays: list[np.ndarray]) -> list[Any]:
+    params = list(model.parameters())
+    for param, array in zip(params, arrays, strict=True):
+        _copy_into(lib, param, array)
+    return params
+
+
+def nn_variant(lib: Any, nn: Any, name: str, model: Any, x: np.ndarray, y: np.ndarray,
+               arrays: list[np.ndarray]) -> Variant:
+    """Forward + ``nn.CrossEntropyLoss`` + backward of ``model`` with ``arrays`` as parameters."""
+    params = _load_module(lib, model, arrays)
+    inputs, targets = lib.tensor(x), lib.tensor(y)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step() -> Any:
+        _clear_grads(params)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        return loss
+
+    return Variant(name, step, lambda: _grads(params))
+
+
+def cnn_model(nn: Any) -> Any:
+    return nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3),
+                         nn.ReLU(), nn.Flatten(), nn.Linear(1936, 10))
+
+
+# ---------------------------------------------------------------------------------------------
+# mlp_nn
+# ---------------------------------------------------------------------------------------------
+
+def mlp_model(nn: Any) -> Any:
+    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                         nn.Linear(512, 10))
+
+
+def nn_layout(params: list[np.ndarray]) -> list[np.ndarray]:
+    """``(in, out)`` weights of the ops MLP -> ``nn.Linear``'s ``(out, in)``."""
+    return [np.ascontiguousarray(p.T) for p in params]
+
+
+def transposed_grads(variant: Variant) -> Variant:
+    """The ops MLP reporting its gradients in ``nn.Linear`` layout."""
+    return Variant(variant.name, variant.step, lambda: nn_layout(variant.grads()))
+
+
+# ---------------------------------------------------------------------------------------------
+
+def workloads() -> list[Workload]:
+    """Every workload, with builders only for the variants that can run here."""
+    torch = import_torch()
+    gs, gs_reason = import_gradscope()
+    no_torch = "torch is not installed"
+    mlp, chain, rnn, cnn = mlp_data(), chain_data(), rnn_data(), cnn_data()
+    result = []
+
+    def engine(builders: dict, skipped: dict, name: str, build: Any, lib: Any,
+               reason: str | None) -> None:
+        if lib is None:
+            skipped[name] = reason
+        else:
+            builders[name] = build
+
+    for key, data, numpy_build, autograd_build, description, ratio_target, tolerances in (
+        ("mlp_ops", mlp, mlp_numpy, mlp_autograd, "MLP 784-512-512-10, ops, batch 128", 1.10,
+         (1e-4, 1e-6)),
+        ("chain", chain, chain_numpy, chain_autograd, "2,000 x (tanh, *1.0001) on 16 elements",
+         2.5, (1e-4, 0.0)),
+        ("rnn", rnn, rnn_numpy, rnn_autograd, "tanh RNN, 50 steps, batch 32, hidden 128", 1.2,
+         (1e-4, 1e-6)),
+    ):
+        builders = {"numpy": lambda b=numpy_build, d=data: b(d)}
+        skipped: dict[str, str] = {}
+        engine(builders, skipped, "gradscope",
+               lambda b=autograd_build, d=data: b(gs, "gradscope", d), gs, gs_reason)
+        engine(builders, skipped, "torch",
+               lambda b=autograd_build, d=data: b(torch, "torch", d), torch, no_torch)
+        result.append(Workload(
+            key, description, builders,
+            [Ratio("gradscope", "numpy", ratio_target), Ratio("gradscope", "torch"),
+             Ratio("torch", "numpy")],
+            reference="torch" if torch is not None else "numpy",
+            rtol=tolerances[0], atol=tolerances[1], skipped=skipped))
+
+    cnn_builders = {"numpy": lambda: cnn_numpy(cnn)}
+    cnn_skipped: dict[str, str] = {}
+    mlp_nn_builders: dict = {}
+    mlp_nn_skipped: dict[str, str] = {}
+    cnn_nn, cnn_reason = (None, gs_reason) if gs is None else gradscope_nn(gs, CNN_NN_NAMES)
+    mlp_nn, mlp_reason = (None, gs_reason) if gs is None else gradscope_nn(gs, NN_NAMES)
+    engine(cnn_builders, cnn_skipped, "gradscope",
+           lambda: nn_variant(gs, cnn_nn, "gradscope", cnn_model(cnn_nn), cnn["x"], cnn["y"],
+                              cnn["params"]), cnn_nn, cnn_reason)
+    engine(mlp_nn_builders, mlp_nn_skipped, "gs_nn",
+           lambda: nn_variant(gs, mlp_nn, "gs_nn", mlp_model(mlp_nn), mlp["x"], mlp["y"],
+                              nn_layout(mlp["params"])), mlp_nn, mlp_reason)
+    engine(mlp_nn_builders, mlp_nn_skipped, "gs_ops",
+           lambda: transposed_grads(mlp_autograd(gs, "gs_ops", mlp)), gs, gs_reason)
+    engine(cnn_builders, cnn_skipped, "torch",
+           lambda: nn_variant(torch, torch.nn, "torch", cnn_model(torch.nn), cnn["x"], cnn["y"],
+                              cnn["params"]), torch, no_torch)
+    engine(mlp_nn_builders, mlp_nn_skipped, "torch_nn",
+           lambda: nn_variant(torch, torch.nn, "torch_nn", mlp_model(torch.nn), mlp["x"],
+                              mlp["y"], nn_layout(mlp["params"])), torch, no_torch)
+    result.append(Workload(
+        "cnn", "conv-relu-pool-conv-relu-flatten-linear, batch 32", cnn_builders,
+        [Ratio("gradscope", "torch", 2.0), Ratio("gradscope", "numpy"), Ratio("torch", "numpy")],
+        reference="torch" if torch is not None else "numpy", rtol=1e-3, atol=1e-6,
+        skipped=cnn_skipped))
+    result.append(Workload(
+        "mlp_nn", "MLP of mlp_ops as nn.Sequential + nn.CrossEntropyLoss", mlp_nn_builders,
+        [Ratio("gs_nn", "gs_ops", 1.15), Ratio("gs_nn", "torch_nn")],
+        reference="torch_nn" if torch is not None else "gs_ops", rtol=1e-4, atol=1e-6,
+        skipped=mlp_nn_skipped))
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main(__doc__.splitlines()[0], workloads))
