@@ -276,7 +276,7 @@ def parse_args(description: str, workload_names: list[str]) -> argparse.Namespac
 
 
 def _fmt_ms(seconds: list[float]) -> str:
-    return f"{statistics.median(seconds) * 1e3:9.3f}" if seconds else "      n/a"
+    return f"{statistics.median(seconds) * 1e3:.3f}" if seconds else "n/a"
 
 
 def format_results(results: list[Result]) -> str:
@@ -286,17 +286,18 @@ def format_results(results: list[Result]) -> str:
         for name in [*result.times, *result.skipped, *result.failed]:
             if name not in all_variants:
                 all_variants.append(name)
+    widths = {name: max(12, len(name) + 2) for name in all_variants}
     lines = []
-    header = f"{'workload':<10}" + "".join(f"{name:>12}" for name in all_variants)
+    header = f"{'workload':<10}" + "".join(f"{name:>{widths[name]}}" for name in all_variants)
     lines += ["median time per iteration (ms)", header, "-" * len(header)]
     for result in results:
         cells = []
         for name in all_variants:
             if name in result.times:
-                cells.append(f"{_fmt_ms(result.times[name]):>12}")
+                text = _fmt_ms(result.times[name])
             else:
-                absent = name in result.skipped or name in result.failed
-                cells.append(f"{'n/a' if absent else '-':>12}")
+                text = "n/a" if name in result.skipped or name in result.failed else "-"
+            cells.append(f"{text:>{widths[name]}}")
         lines.append(f"{result.name:<10}" + "".join(cells))
     lines += ["", "median of per-block ratios (lower = first one faster)",
               f"{'workload':<10}{'ratio':<26}{'median':>8}{'range':>18}{'target':>9}  status",
