@@ -1,0 +1,10 @@
+"""Optimizers and learning-rate schedulers with PyTorch's API (``gs.optim.SGD``, ...)."""
+from gradscope.optim import lr_scheduler
+from gradscope.optim.adam import Adam, AdamW
+from gradscope.optim.optimizer import (Optimizer, register_optimizer_step_post_hook,
+                                       register_optimizer_step_pre_hook)
+from gradscope.optim.rmsprop import RMSprop
+from gradscope.optim.sgd import SGD
+
+__all__ = ["Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler", "register_optimizer_step_post_hook",
+           "register_optimizer_step_pre_hook"]
