@@ -2,10 +2,11 @@
 
 Methodology: every variant of a workload runs in the same process, in alternating blocks (the
 order rotates from block to block). Before the first block each variant is warmed up and its
-iteration count is calibrated so that one block of it takes about ``block_seconds``; that count
-then stays fixed. For every block the mean time per iteration of each variant is recorded, the
-ratios between variants are computed per block, and the median of those per-block ratios is
-reported: machine noise that hits one block hits all variants in it alike.
+iteration count is calibrated so that its share of one block takes about ``block_seconds``; that
+count then stays fixed. Within a block the variants take turns ``REPEATS`` times and each
+variant's time for the block is its fastest turn (mean time per iteration), which filters out
+bursts of load from other processes. The ratios between variants are computed per block, and
+the median of those per-block ratios is reported.
 
 The scripts import this module only after pinning BLAS/OpenMP to one thread.
 """
@@ -29,6 +30,7 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402  (after the thread pinning above)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+REPEATS = 3
 
 
 @dataclass
@@ -142,18 +144,28 @@ def calibrate(step: Callable[[], Any], block_seconds: float) -> int:
 
 
 def time_variants(variants: list[Variant], blocks: int, block_seconds: float) -> Result:
-    """Time ``variants`` in ``blocks`` alternating blocks; fills ``iterations`` and ``times``."""
+    """Time ``variants`` in ``blocks`` alternating blocks; fills ``iterations`` and ``times``.
+
+    Within a block the variants take turns ``REPEATS`` times, each turn a fixed number of
+    iterations; a variant's time for the block is its fastest turn (mean per iteration).
+    """
     result = Result(name="", description="")
     for variant in variants:
-        result.iterations[variant.name] = calibrate(variant.step, block_seconds)
+        result.iterations[variant.name] = calibrate(variant.step, block_seconds / REPEATS)
         result.times[variant.name] = []
     for block in range(blocks):
         shift = block % len(variants)
-        for variant in variants[shift:] + variants[:shift]:
-            gc.collect()
+        order = variants[shift:] + variants[:shift]
+        fastest = {variant.name: float("inf") for variant in order}
+        gc.collect()
+        for variant in order:
             variant.step()
-            seconds = _run(variant.step, result.iterations[variant.name])
-            result.times[variant.name].append(seconds)
+        for _ in range(REPEATS):
+            for variant in order:
+                seconds = _run(variant.step, result.iterations[variant.name])
+                fastest[variant.name] = min(fastest[variant.name], seconds)
+        for name, seconds in fastest.items():
+            result.times[name].append(seconds)
     return result
 
 
@@ -240,7 +252,14 @@ def run_workload(workload: Workload, args: argparse.Namespace, log: Any) -> Resu
     if not args.check:
         timed = [v for name, v in variants.items() if name not in failed]
         if timed:
+            # Everything alive now (torch's and numpy's module objects, the data) is moved out of
+            # the collector's reach: otherwise every full collection triggered by the graphs the
+            # variants allocate walks ~10^5 objects of imported libraries, a cost that depends on
+            # what else happens to be imported (torch) rather than on the variant itself.
+            gc.collect()
+            gc.freeze()
             timing = time_variants(timed, args.blocks, args.block_seconds)
+            gc.unfreeze()
             result.iterations, result.times = timing.iterations, timing.times
         for ratio in workload.ratios:
             summary = median_ratio(result.times, ratio)
@@ -270,7 +289,7 @@ def parse_args(description: str, workload_names: list[str]) -> argparse.Namespac
     if args.blocks is None:
         args.blocks = 3 if args.quick else 7
     if args.block_seconds is None:
-        args.block_seconds = 0.12 if args.quick else 0.3
+        args.block_seconds = 0.15 if args.quick else 0.5
     args.only = args.only or workload_names
     return args
 
