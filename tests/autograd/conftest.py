@@ -1,0 +1,53 @@
+"""Fixtures for the autograd engine tests."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import gradscope as gs
+
+
+def loggable(value: Any) -> Any:
+    """Turn a scenario log into plain, comparable python data.
+
+    Tensors become nested lists rounded to 5 decimals (NaN/Inf as strings), dtypes their short
+    name, tuples lists; everything else is kept as is.
+    """
+    if hasattr(value, "detach") and hasattr(value, "numpy") and hasattr(value, "shape"):
+        array = np.asarray(value.detach().numpy())
+        if array.dtype == np.bool_:
+            return array.tolist()
+        return loggable(np.round(array.astype(np.float64), 5).tolist())
+    if isinstance(value, (gs.dtype,)) or type(value).__name__ == "dtype":
+        return str(value).rsplit(".", 1)[-1]
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return round(value, 5)
+    if isinstance(value, (tuple, list)):
+        return [loggable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: loggable(v) for k, v in value.items()}
+    return value
+
+
+@pytest.fixture
+def same_as_torch() -> Callable[[Callable[[Any], Any]], Any]:
+    """Return ``check(scenario)``: run ``scenario(gradscope)`` and, when torch is importable,
+    ``scenario(torch)``; assert the two logs are equal and return gradscope's log."""
+
+    def check(scenario: Callable[[Any], Any]) -> Any:
+        got = loggable(scenario(gs))
+        try:
+            import torch
+        except ImportError:
+            return got
+        assert got == loggable(scenario(torch))
+        return got
+
+    return check
