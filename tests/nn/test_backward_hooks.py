@@ -188,6 +188,34 @@ def test_multiple_inputs_kwargs_and_non_tensor_args(compare):
     compare(run)
 
 
+def test_kwargs_only_call_and_nested_tensor_args(compare):
+    def run(T, log):
+        class KwargsOnly(T.nn.Module):
+            def forward(self, x=None):
+                return x * 2
+
+        class NestedArgs(T.nn.Module):
+            def forward(self, pair, scale):
+                return pair[0] * pair[1] * scale
+
+        k = KwargsOnly()
+        attach(k, log, "kwargs only")
+        x = tensor(T, [1.0, 2.0], True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            k(x=x).sum().backward()
+        log.warnings("warning", caught, NO_INPUT_GRAD)
+        log("kwarg grad flows", x.grad)
+
+        n = NestedArgs()
+        attach(n, log, "nested")
+        a, b, scale = tensor(T, [1.0, 2.0], True), tensor(T, [3.0, 4.0], True), tensor(T, [2.0, 2.0], True)
+        n([a, b], scale).sum().backward()
+        log("tensors inside a list are not wrapped but get grads", a.grad, b.grad, scale.grad)
+
+    compare(run)
+
+
 # ---------------------------------------------------------------- ordering
 def test_nested_sequential_order_over_iterations(compare):
     def run(T, log):
@@ -316,13 +344,13 @@ def test_tuple_outputs_with_non_tensor_and_unused_entries(compare):
                 self.unused_w = T.nn.Parameter(tensor(T, [7.0, 7.0]))
 
             def forward(self, a, b):
-                return a * self.w, "label", a * b, b * self.unused_w
+                return a * self.w, "label", a * b, b * self.unused_w, (a * 5).detach()
 
         m = Split()
         attach(m, log, "split")
         a, b = tensor(T, [1.0, 2.0], True), tensor(T, [3.0, 4.0], True)
-        first, label, both, only_unused = m(a, b)
-        log("label passes through", label)
+        first, label, both, only_unused, constant = m(a, b)
+        log("label passes through", label, "constant output", constant.requires_grad)
         (first.sum() + (both * 2).sum() + both.sum()).backward()
         log("grads", a.grad, b.grad)
         log("param feeding only an unused output stays None", m.unused_w.grad is None, m.w.grad)
@@ -567,22 +595,22 @@ def test_inplace_on_wrapped_tensors_raises(compare):
 
         m = InplaceInput()
         m.register_full_backward_hook(lambda *a: None)
-        log.raises("input modified inside forward", lambda: m(leaf_with_grad()), "inplace")
+        log.raises("input modified inside forward", lambda: m(leaf_with_grad()), "modified inplace")
         no_grad_input = tensor(T, [1.0, 2.0])
         m(no_grad_input)
         log("fine when no input requires grad", no_grad_input)
 
         p = Plain()
         p.register_full_backward_pre_hook(lambda *a: None)
-        log.raises("output add_", lambda: p(leaf_with_grad()).add_(1), "inplace")
+        log.raises("output add_", lambda: p(leaf_with_grad()).add_(1), "modified inplace")
 
         def iadd():
             out = p(leaf_with_grad())
             out += 1
 
-        log.raises("output +=", iadd, "inplace")
+        log.raises("output +=", iadd, "modified inplace")
         log.raises("output wrapped even if no input needs grad", lambda: p(tensor(T, [1.0, 2.0])).add_(1),
-                   "inplace")
+                   "modified inplace")
 
         fwd_only = InplaceInput()
         fwd_only.register_forward_hook(lambda *a: None)

@@ -269,6 +269,8 @@ def test_load_state_dict_roundtrip_and_errors(compare):
         wrong = OrderedDict(sd)
         wrong["body.weight"] = tensor(T, np.zeros((3, 3)))
         log.raises("size mismatch", lambda: target.load_state_dict(wrong), "size mismatch for body.weight")
+        log.raises("size mismatch even when not strict", lambda: target.load_state_dict(wrong, strict=False),
+                   "size mismatch for body.weight")
 
         both = OrderedDict((k, v) for k, v in unexpected.items() if k != "alpha")
         with T.no_grad():
@@ -470,6 +472,15 @@ def test_module_list(compare):
         for layer in layers[2:]:
             x = layer(x)
         log("forward", x)
+
+    compare(run)
+
+
+def test_module_list_concatenation(compare):
+    def run(T, log):
+        Affine, Act = affine_cls(T), act_cls(T)
+        joined = T.nn.ModuleList([Act()]) + T.nn.ModuleList([Affine(3, 2)])
+        log("add", type(joined).__name__, names(joined.named_children()), names(joined.named_parameters()))
 
     compare(run)
 

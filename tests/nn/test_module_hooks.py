@@ -358,6 +358,25 @@ def test_hook_added_inside_hook_runs_from_next_call(compare):
     compare(run)
 
 
+def test_forward_hook_list_is_read_after_forward(compare):
+    """Forward hooks added or removed by a pre-hook or by forward itself count for this call."""
+    def run(T, log):
+        class AddsHook(T.nn.Module):
+            def forward(self, x):
+                if not hasattr(self, "added"):
+                    self.added = self.register_forward_hook(log.hook("added inside forward"))
+                return x * 2
+
+        m = AddsHook()
+        victim = m.register_forward_hook(log.hook("victim"))
+        m.register_forward_pre_hook(lambda mod, args: victim.remove())
+        for step in range(2):
+            log("call", step)
+            m(tensor(T, [1.0]))
+
+    compare(run)
+
+
 def test_handles_context_manager_and_idempotent_remove(compare):
     def run(T, log):
         m = scale_cls(T)()
