@@ -278,8 +278,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             counter += 1
 
     check_anomaly = anomaly.state.enabled
-    prev_mode = grad_mode._enabled[0]
-    grad_mode._enabled[0] = False
+    prev_mode = grad_mode._state.enabled
+    grad_mode._state.enabled = False
     _active_tasks.append(task)
     heappush, heappop = heapq.heappush, heapq.heappop
     freed = _FREED
@@ -335,7 +335,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             callback()
     finally:
         _active_tasks.pop()
-        grad_mode._enabled[0] = prev_mode
+        grad_mode._state.enabled = prev_mode
     return captured
 
 

@@ -9,14 +9,14 @@ from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.node import Node, _next_seq, saved_tensor_hooks_stack
 from gradscope.autograd.tensor import Tensor
 
-_grad_enabled = grad_mode._enabled
+_grad_state = grad_mode._state
 _anomaly = anomaly.state
 
 
 def new_node(cls: type, inputs: tuple) -> Node | None:
     """A node of type ``cls`` with one edge per entry of ``inputs`` (Tensor or None), or None
     when no graph must be recorded (grad mode off, or no input requires grad)."""
-    if not _grad_enabled[0]:
+    if not _grad_state.enabled:
         return None
     edges = []
     needed = False

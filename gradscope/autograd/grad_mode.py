@@ -4,13 +4,21 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-# _enabled[0] is read on every op; a list is the cheapest mutable global to read.
-_enabled = [True]
+import threading
+
+
+class _GradState(threading.local):
+    """Per-thread grad mode, as in PyTorch; read on every op."""
+
+    enabled = True
+
+
+_state = _GradState()
 
 
 def is_grad_enabled() -> bool:
     """Return True when operations record the autograd graph."""
-    return _enabled[0]
+    return _state.enabled
 
 
 class _GradModeContext:
@@ -19,11 +27,11 @@ class _GradModeContext:
     _target: bool
 
     def __enter__(self) -> None:
-        self._prev = _enabled[0]
-        _enabled[0] = self._target
+        self._prev = _state.enabled
+        _state.enabled = self._target
 
     def __exit__(self, *exc_info: Any) -> None:
-        _enabled[0] = self._prev
+        _state.enabled = self._prev
 
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -54,9 +62,9 @@ class inference_mode(_GradModeContext):
         self._mode = bool(mode)
 
     def __enter__(self) -> None:
-        self._prev = _enabled[0]
+        self._prev = _state.enabled
         if self._mode:
-            _enabled[0] = False
+            _state.enabled = False
 
     def __call__(self, fn: Callable) -> Callable:
         mode = self._mode
@@ -73,15 +81,15 @@ class set_grad_enabled(_GradModeContext):
     """Set grad mode to ``mode``; works as a function call, context manager or decorator."""
 
     def __init__(self, mode: bool) -> None:
-        self._prev = _enabled[0]
+        self._prev = _state.enabled
         self._target = bool(mode)
-        _enabled[0] = self._target
+        _state.enabled = self._target
 
     def __enter__(self) -> None:
         pass
 
     def __call__(self, fn: Callable) -> Callable:
-        _enabled[0] = self._prev
+        _state.enabled = self._prev
         mode = self._target
 
         @functools.wraps(fn)

@@ -397,24 +397,29 @@ def _special(v: float) -> str:
 
 
 def format_tensor(t: Tensor, name: str = "tensor") -> str:
-    """Render like PyTorch: ``tensor([1., 2.], requires_grad=True)``."""
+    """Render like PyTorch: ``tensor([1., 2.], requires_grad=True)``, entries padded to one width."""
     data = t.data
     kind = data.dtype.kind
     if kind == "f":
         fmt = _format_floats(data.astype(np.float64))
-        formatter = {"float_kind": lambda v: fmt(float(v))}
+        one = lambda v: fmt(float(v))  # noqa: E731
     elif kind == "b":
-        formatter = {"bool": lambda v: "True" if v else "False"}
+        one = lambda v: "True" if v else "False"  # noqa: E731
     else:
-        formatter = {"int": lambda v: str(int(v))}
+        one = lambda v: str(int(v))  # noqa: E731
     indent = " " * (len(name) + 1)
     if data.size == 0:
-        body = "[]" if data.ndim <= 1 else "[]"
+        body = "[]"
     elif data.ndim == 0:
-        body = list(formatter.values())[0](data.item())
+        body = one(data.item())
     else:
+        shown = (data if data.size <= 1000 else _edges_of(data)).reshape(-1)
+        if kind == "f" and np.isfinite(shown).any():
+            shown = shown[np.isfinite(shown)]  # like PyTorch: nan/inf do not widen the columns
+        width = max(len(one(v)) for v in shown)
+        formatter = {"all": lambda v: one(v).rjust(width)}
         body = np.array2string(data, separator=", ", formatter=formatter, threshold=1000,
-                               edgeitems=3, max_line_width=80 - len(indent), prefix=indent)
+                               edgeitems=3, max_line_width=80, prefix=indent)
     extras = []
     default = {"float32", "int64", "bool"}
     if data.dtype.name not in default or (data.size == 0 and data.dtype.name != "float32"):
@@ -426,3 +431,11 @@ def format_tensor(t: Tensor, name: str = "tensor") -> str:
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return f"{name}({body}" + "".join(", " + e for e in extras) + ")"
+
+
+def _edges_of(data: np.ndarray) -> np.ndarray:
+    """The elements a summarised print shows (first and last three along every axis)."""
+    for axis, n in enumerate(data.shape):
+        if n > 6:
+            data = np.concatenate([np.take(data, range(3), axis), np.take(data, range(n - 3, n), axis)], axis)
+    return data

@@ -73,7 +73,7 @@ class BackwardHook:
         """Wrap the tensor positional args (after the forward pre-hooks)."""
         self.n_inputs = len(args)
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        if not grad_mode._enabled[0] or not any(args[i].requires_grad for i in positions):
+        if not grad_mode._state.enabled or not any(args[i].requires_grad for i in positions):
             self.input_positions = None
             return args
         wrapped, node = identity_wrap([args[i] for i in positions], self.module)
@@ -94,7 +94,7 @@ class BackwardHook:
         outputs = (result,) if single else result
         self.n_outputs = len(outputs)
         positions = [i for i, o in enumerate(outputs) if isinstance(o, Tensor)]
-        if not grad_mode._enabled[0] or not any(outputs[i].requires_grad for i in positions):
+        if not grad_mode._state.enabled or not any(outputs[i].requires_grad for i in positions):
             return result
         wrapped, node = identity_wrap([outputs[i] for i in positions], self.module)
         self.output_positions = positions

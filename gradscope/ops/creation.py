@@ -187,6 +187,8 @@ def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, dev
 
 def randint(low: int, high: int | None = None, size: Sequence = (), *, generator: Generator | None = None,
             dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    if isinstance(high, (tuple, list)) and not size:
+        low, high, size = 0, low, high  # randint(high, size)
     if high is None:
         low, high = 0, low
     np_dtype = np.dtype(np.int64) if dtype is None else dtypes.to_numpy_dtype(dtype)

@@ -7,9 +7,11 @@ from typing import Any, Callable
 import numpy as np
 
 from gradscope.autograd import grad_mode
+from gradscope.autograd.function import new_node, result
+from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops import arith, pointwise
-from gradscope.ops._util import operand
+from gradscope.ops._util import operand, unbroadcast
 
 _LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -18,7 +20,7 @@ def check_inplace(target: Tensor, other: Tensor | None = None) -> bool:
     """Validate an in-place write into ``target``; True when it must be recorded in the graph."""
     if target._inplace_error is not None:
         raise RuntimeError(target._inplace_error)
-    if not grad_mode._enabled[0]:
+    if not grad_mode._state.enabled:
         return False
     involved = target.requires_grad or (other is not None and other.requires_grad)
     if not involved:
@@ -34,66 +36,100 @@ def check_inplace(target: Tensor, other: Tensor | None = None) -> bool:
     return True
 
 
-def _apply(target: Tensor, other: Any, compute: Callable[[], Tensor], fast: Callable[[], None]) -> Tensor:
+def _apply(target: Tensor, other: Any, compute: Callable[[Tensor], Tensor], fast: Callable[[], None]) -> Tensor:
+    """Run an in-place op: ``fast()`` mutates the array when no graph is needed; otherwise
+    ``compute(original)`` builds the out-of-place result from a snapshot of the old value
+    (so the new node's saved tensors are not overwritten) and ``target`` takes its history."""
     other_t = other if isinstance(other, Tensor) else None
     if not check_inplace(target, other_t):
         fast()
         target._bump_version()
         return target
-    out = compute()
+    original = Tensor._make(target.data.copy())
+    original.requires_grad = target.requires_grad
+    original.grad_fn = target.grad_fn
+    original._output_nr = target._output_nr
+    original._vc = [target._version]
+    out = compute(original)
     target.data[...] = out.data
     target._bump_version()
     target.grad_fn = out.grad_fn
     target.requires_grad = out.requires_grad
     target._output_nr = out._output_nr
+    if out.grad_fn is not None and out.grad_fn._save_output:
+        # the node saved its output, which is now ``target``: later in-place writes must be caught
+        out.grad_fn._vcs = ((target._version_counter(), target._version, None),)
     return target
+
+
+class FillBackward0(Node):
+    """An overwrite (fill_, or copy_ of a constant): the old value gets a zero gradient."""
+
+    __slots__ = ()
+
+    def backward(self, g):
+        return np.zeros_like(g)
+
+
+class CopyBackwards(Node):
+    __slots__ = ("src_shape",)
+    _single_input = False
+
+    def backward(self, g):
+        (_, _), (node_src, _) = self._next
+        return np.zeros_like(g), (unbroadcast(g, self.src_shape) if node_src is not None else None)
+
+
+def _overwrite(original: Tensor, values: np.ndarray, src: Tensor | None = None) -> Tensor:
+    if src is not None and src.requires_grad:
+        node = new_node(CopyBackwards, (original, src))
+        if node is not None:
+            node.src_shape = src.data.shape
+    else:
+        node = new_node(FillBackward0, (original,))
+    return result(values.astype(original.data.dtype, copy=True), node)
 
 
 def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     b = operand(other)
-    return _apply(self, other, lambda: arith.add(self, other, alpha=alpha),
+    return _apply(self, other, lambda o: arith.add(o, other, alpha=alpha),
                   lambda: np.add(self.data, b if alpha == 1 else b * alpha, out=self.data, casting="unsafe"))
 
 
 def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     b = operand(other)
-    return _apply(self, other, lambda: arith.sub(self, other, alpha=alpha),
+    return _apply(self, other, lambda o: arith.sub(o, other, alpha=alpha),
                   lambda: np.subtract(self.data, b if alpha == 1 else b * alpha, out=self.data, casting="unsafe"))
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
     b = operand(other)
-    return _apply(self, other, lambda: arith.mul(self, other),
+    return _apply(self, other, lambda o: arith.mul(o, other),
                   lambda: np.multiply(self.data, b, out=self.data, casting="unsafe"))
 
 
 def div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     b = operand(other)
-    return _apply(self, other, lambda: arith.div(self, other, rounding_mode=rounding_mode),
+    return _apply(self, other, lambda o: arith.div(o, other, rounding_mode=rounding_mode),
                   lambda: np.copyto(self.data, arith.div(self, other, rounding_mode=rounding_mode).data,
                                     casting="unsafe"))
 
 
 def pow_(self: Tensor, exponent: Any) -> Tensor:
-    return _apply(self, exponent, lambda: arith.pow(self, exponent),
+    return _apply(self, exponent, lambda o: arith.pow(o, exponent),
                   lambda: np.copyto(self.data, np.power(self.data, operand(exponent)), casting="unsafe"))
 
 
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    return _apply(self, None, lambda: pointwise.clamp(self, min, max),
+    return _apply(self, None, lambda o: pointwise.clamp(o, min, max),
                   lambda: np.copyto(self.data, pointwise.clamp(self, min, max).data, casting="unsafe"))
 
 
 def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
-    from gradscope.ops.shape import expand
-
     src_t = src if isinstance(src, Tensor) else Tensor._make(np.asarray(src))
 
-    def compute() -> Tensor:
-        from gradscope.ops.shape import clone
-
-        value = src_t if src_t.data.shape == self.data.shape else expand(src_t, self.data.shape)
-        return clone(value) if value.requires_grad else Tensor._make(value.data.copy())
+    def compute(original: Tensor) -> Tensor:
+        return _overwrite(original, np.broadcast_to(src_t.data, self.data.shape), src_t)
 
     return _apply(self, src_t, compute, lambda: np.copyto(self.data, np.broadcast_to(src_t.data, self.data.shape),
                                                           casting="unsafe"))
@@ -101,7 +137,7 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
 
 def fill_(self: Tensor, value: Any) -> Tensor:
     v = value.item() if isinstance(value, Tensor) else value
-    return _apply(self, None, lambda: Tensor._make(np.full(self.data.shape, v, dtype=self.data.dtype)),
+    return _apply(self, None, lambda o: _overwrite(o, np.full(self.data.shape, v)),
                   lambda: self.data.fill(v))
 
 
@@ -110,30 +146,30 @@ def zero_(self: Tensor) -> Tensor:
 
 
 def relu_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda: pointwise.relu(self), lambda: np.maximum(self.data, 0, out=self.data))
+    return _apply(self, None, lambda o: pointwise.relu(o), lambda: np.maximum(self.data, 0, out=self.data))
 
 
 def tanh_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda: pointwise.tanh(self), lambda: np.tanh(self.data, out=self.data))
+    return _apply(self, None, lambda o: pointwise.tanh(o), lambda: np.tanh(self.data, out=self.data))
 
 
 def sigmoid_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda: pointwise.sigmoid(self),
+    return _apply(self, None, lambda o: pointwise.sigmoid(o),
                   lambda: np.copyto(self.data, pointwise.sigmoid(self).data))
 
 
 def exp_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda: pointwise.exp(self), lambda: np.exp(self.data, out=self.data))
+    return _apply(self, None, lambda o: pointwise.exp(o), lambda: np.exp(self.data, out=self.data))
 
 
 def neg_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda: arith.neg(self), lambda: np.negative(self.data, out=self.data))
+    return _apply(self, None, lambda o: arith.neg(o), lambda: np.negative(self.data, out=self.data))
 
 
 def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
     from gradscope.ops.indexing import masked_fill
 
-    return _apply(self, value if isinstance(value, Tensor) else None, lambda: masked_fill(self, mask, value),
+    return _apply(self, value if isinstance(value, Tensor) else None, lambda o: masked_fill(o, mask, value),
                   lambda: np.copyto(self.data, masked_fill(self, mask, value).data))
 
 
@@ -158,5 +194,5 @@ def bernoulli_(self: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor
 
 
 def _fill_random(self: Tensor, values: np.ndarray) -> Tensor:
-    return _apply(self, None, lambda: Tensor._make(values.astype(self.data.dtype)),
+    return _apply(self, None, lambda o: _overwrite(o, values),
                   lambda: np.copyto(self.data, values, casting="unsafe"))

@@ -1,6 +1,7 @@
 """Reductions and normalisations: sum, mean, var/std, max/min, logsumexp, norm, softmax."""
 from __future__ import annotations
 
+import builtins as _builtins
 from collections import namedtuple
 from typing import Any
 
@@ -102,7 +103,7 @@ class VarBackward0(Node):
         n = _count(x.shape, self.axes)
         centered = x - x.mean(axis=self.axes, keepdims=True)
         g = _expand(g, x.shape, self.axes, self.keepdim)
-        return (2.0 / max(n - self.ddof, 0)) * g * centered if n - self.ddof > 0 else g * np.nan
+        return (2.0 / _builtins.max(n - self.ddof, 0)) * g * centered if n - self.ddof > 0 else g * np.nan
 
 
 class StdBackward0(Node):
@@ -116,7 +117,7 @@ class StdBackward0(Node):
         g = _expand(g, x.shape, self.axes, self.keepdim)
         s = _expand(std, x.shape, self.axes, self.keepdim)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return g * centered / (s * max(n - self.ddof, 0))
+            return g * centered / (s * _builtins.max(n - self.ddof, 0))
 
 
 def _ddof(unbiased: Any, correction: Any) -> float:
