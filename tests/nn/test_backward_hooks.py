@@ -309,6 +309,31 @@ def test_input_without_grad_hook_must_return_none(compare):
     compare(run)
 
 
+def test_pre_hook_only_with_input_without_grad_warns(compare):
+    def run(T, log):
+        m = scale_cls(T)()
+        m.register_full_backward_pre_hook(lambda mod, go: log("pre", go))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m(tensor(T, [1.0, 2.0])).sum().backward()
+        log.warnings("warning", caught, NO_INPUT_GRAD)
+        log("param grad", m.w.grad)
+
+    compare(run)
+
+
+def test_list_returns_of_the_right_length_are_accepted(compare):
+    def run(T, log):
+        m = scale_cls(T)()
+        m.register_full_backward_pre_hook(lambda mod, go: [go[0] * 2])
+        m.register_full_backward_hook(lambda mod, gi, go: [gi[0] * 3])
+        x = tensor(T, [1.0, 2.0], True)
+        m(x).sum().backward()
+        log("grads", x.grad, m.w.grad)
+
+    compare(run)
+
+
 def test_module_called_twice_in_one_forward(compare):
     def run(T, log):
         m = scale_cls(T)(3.0)
@@ -377,6 +402,17 @@ def test_dict_and_list_outputs_warn_and_never_fire(compare):
             log.warnings("warning", caught, OUTPUT_TYPE)
             pick(result).sum().backward()
             log("grad flows", type(m).__name__, x.grad)
+
+        class AsNumber(T.nn.Module):
+            def forward(self, x):
+                return float((x * 2).sum())
+
+        number = AsNumber()
+        attach(number, log, "number")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            log("plain number", number(tensor(T, [1.0, 2.0], True)))
+        log.warnings("warning", caught, OUTPUT_TYPE)
 
     compare(run)
 
@@ -461,6 +497,60 @@ def test_forward_hook_replacement_and_identity_module_are_hooked(compare):
         log("identity returns a new object", out is x2)
         (out * 5).sum().backward()
         log("identity grad", x2.grad)
+
+    compare(run)
+
+
+def test_hooks_follow_replaced_args_and_tuple_replacement_output(compare):
+    def run(T, log):
+        m = scale_cls(T)(3.0)
+        attach(m, log, "scale")
+        x = tensor(T, [1.0, 2.0], True)
+        with m.register_forward_pre_hook(lambda mod, args: (args[0].detach() * 2,)):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                m(x).sum().backward()
+            log.warnings("replaced arg needs no grad", caught, NO_INPUT_GRAD)
+        log("x got nothing", x.grad is None, m.w.grad)
+        with m.register_forward_hook(lambda mod, args, out: (out, out * 2, "extra")):
+            first, second, extra = m(x)
+            (first + second).sum().backward()
+        log("tuple replacement output", extra, x.grad)
+
+    compare(run)
+
+
+def test_backward_with_inputs_restricts_module_hooks(compare):
+    def run(T, log):
+        lin = affine_cls(T)()
+        attach(lin, log, "lin")
+        x = x_input(T)
+        lin(x).sum().backward(inputs=[lin.weight])
+        log("only weight", lin.weight.grad, lin.bias.grad is None, x.grad is None)
+        lin(x).sum().backward(inputs=[x])
+        log("only x", x.grad, lin.bias.grad is None)
+
+    compare(run)
+
+
+def test_error_inside_backward_hook_propagates_and_next_step_works(compare):
+    def run(T, log):
+        m = scale_cls(T)()
+        calls = []
+
+        def flaky(mod, gi, go):
+            calls.append(1)
+            if len(calls) == 1:
+                raise ValueError("hook failed")
+            log("full", gi)
+
+        m.register_full_backward_hook(flaky)
+        x = tensor(T, [1.0, 2.0], True)
+        log.raises("propagates", lambda: m(x).sum().backward(), "hook failed")
+        x.grad = None
+        m.w.grad = None
+        m(x).sum().backward()
+        log("next step", x.grad, m.w.grad)
 
     compare(run)
 
@@ -570,6 +660,32 @@ def test_grad_mode_is_off_inside_backward_hooks(compare):
         x = tensor(T, [1.0, 2.0], True)
         m(x).sum().backward()
         log("restored", T.is_grad_enabled())
+
+    compare(run)
+
+
+def test_tensor_and_node_hook_handles(compare):
+    def run(T, log):
+        m = scale_cls(T)()
+        x = tensor(T, [1.0, 2.0], True)
+        y = m(x)
+        registrations = {
+            "tensor": lambda: x.register_hook(lambda g: log("tensor")),
+            "post_accumulate": lambda: x.register_post_accumulate_grad_hook(lambda t: log("post_accumulate")),
+            "node prehook": lambda: y.grad_fn.register_prehook(lambda go: log("node prehook")),
+            "node hook": lambda: y.grad_fn.register_hook(lambda gi, go: log("node hook")),
+        }
+        for kind, register in registrations.items():
+            keep = register()
+            with register() as handle:
+                log(kind, type(handle).__name__)
+                y.sum().backward(retain_graph=True)
+            log("after exit", kind)
+            y.sum().backward(retain_graph=True)
+            keep.remove()
+            keep.remove()
+            log("after double remove", kind)
+            y.sum().backward(retain_graph=True)
 
     compare(run)
 

@@ -283,6 +283,20 @@ def test_load_state_dict_roundtrip_and_errors(compare):
     compare(run)
 
 
+def test_load_state_dict_rejects_non_dict_and_dtype_conversion(compare):
+    def run(T, log):
+        m = stateful_cls(T)()
+        log.raises("non-dict", lambda: m.load_state_dict([("zeta", tensor(T, [1.0, 1.0]))]),
+                   "Expected state_dict to be dict-like")
+        log("double returns self", m.double() is m, [str(p.dtype).split(".")[-1] for p in m.parameters()],
+            [str(b.dtype).split(".")[-1] for b in m.buffers()])
+        m.load_state_dict(stateful_cls(T)().state_dict())
+        log("loaded values keep the module's dtype", [str(p.dtype).split(".")[-1] for p in m.parameters()])
+        log("float", [str(p.dtype).split(".")[-1] for p in m.float().parameters()])
+
+    compare(run)
+
+
 def test_state_dict_moves_between_backends():
     torch = pytest.importorskip("torch")
     ours, theirs = stateful_cls(gs)(), stateful_cls(torch)()
