@@ -1,0 +1,210 @@
+"""Which module call created which autograd node, recorded with global forward hooks.
+
+Every call of a module of the model becomes a :class:`Call`. When the call returns, the
+graph is walked from its outputs back to its inputs: the nodes found are the call's
+``nodes`` (including those of nested calls and the ``AccumulateGrad`` nodes of the leaves
+it used), and each node not yet claimed by a nested call is *owned* by this call (so every
+node has one innermost owner). Walks stop at the grad_fns of the call's tensor arguments
+and at nodes owned by calls that started earlier.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from gradscope.autograd.tensor import Tensor
+from gradscope.nn.modules.module import Module, register_module_forward_hook, register_module_forward_pre_hook
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+_LIBRARY_DIRS = tuple({str(Path(p).resolve()) for key, p in sysconfig.get_paths().items()
+                       if key in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+@dataclass(eq=False)
+class Call:
+    """One call of one module during a forward pass.
+
+    Attributes:
+        index: position of the call among the calls of this pass, in the order they started.
+        path: the module's dotted path in the model ("" for the root).
+        module: the module itself.
+        occurrence: how many earlier calls of the same module this pass had (0 for the first).
+        parent: the enclosing call, None for a top-level call.
+        source: ``"file:line"`` of the user code that made the call.
+        n_inputs: number of positional arguments (the length of ``grad_input``).
+        has_grad_inputs: whether a positional tensor argument requires grad.
+        has_grad_outputs: whether an output requires grad (backward will visit the call).
+        output_nodes: the grad_fns of the outputs (before backward-hook wrapping).
+        nodes: every node created during the call (nested calls included).
+        own_nodes: the nodes this call owns (not claimed by a nested call).
+    """
+
+    index: int
+    path: str
+    module: Module
+    occurrence: int
+    parent: "Call | None"
+    source: str
+    n_inputs: int = 0
+    has_grad_inputs: bool = False
+    has_grad_outputs: bool = False
+    output_nodes: list = field(default_factory=list)
+    nodes: set = field(default_factory=set)
+    own_nodes: list = field(default_factory=list)
+
+    @property
+    def type_name(self) -> str:
+        return type(self.module).__name__
+
+    @property
+    def depth(self) -> int:
+        depth = 0
+        parent = self.parent
+        while parent is not None:
+            depth += 1
+            parent = parent.parent
+        return depth
+
+    @property
+    def display(self) -> str:
+        """The module path for people ("model" for the root), with ``[k]`` for repeated calls."""
+        name = self.path or "model"
+        return f"{name}[{self.occurrence}]" if self.occurrence else name
+
+
+def flatten_tensors(value: Any) -> list:
+    """The tensors inside a module output or argument list (tuples, lists and dict values)."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in flatten_tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in flatten_tensors(item)]
+    return []
+
+
+def call_site(module: Module) -> str:
+    """``file:line`` of the innermost user frame on the stack (outside gradscope and the
+    standard library); the module's ``forward`` definition when there is none."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE_DIR) and not filename.startswith("<") \
+                and not filename.startswith(_LIBRARY_DIRS):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    forward = type(module).forward
+    try:
+        return f"{inspect.getsourcefile(forward)}:{inspect.getsourcelines(forward)[1]} (forward)"
+    except (OSError, TypeError):
+        return "unknown"
+
+
+class ForwardTracker:
+    """Records the module calls of ``model`` and which nodes each created.
+
+    Args:
+        model: the root module; calls of modules outside it are ignored.
+        on_call_end: ``fn(call, output)`` called when a call returns (after its walk).
+        on_pass_start: ``fn() -> bool`` called before a top-level call starts; when it returns
+            True the calls recorded so far are forgotten.
+    """
+
+    def __init__(self, model: Module, on_call_end: Callable[[Call, Any], None] | None = None,
+                 on_pass_start: Callable[[], bool] | None = None) -> None:
+        self.model = model
+        self.on_call_end = on_call_end
+        self.on_pass_start = on_pass_start
+        self.paths: dict[int, str] = {}
+        for path, module in model.named_modules():
+            self.paths.setdefault(id(module), path)
+        self.calls: list[Call] = []
+        self.owner: dict = {}
+        self.suspended = False
+        self._stack: list[Call] = []
+        self._handles: list = []
+
+    # ---------------------------------------------------------------- lifecycle
+    def attach(self) -> None:
+        """Register the global forward hooks."""
+        self._handles = [register_module_forward_pre_hook(self._forward_pre),
+                         register_module_forward_hook(self._forward_post, with_kwargs=True, always_call=True)]
+
+    def detach(self) -> None:
+        """Remove every hook this tracker registered (idempotent)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def reset(self) -> None:
+        """Forget the calls recorded so far (a new pass starts)."""
+        self.calls = []
+        self.owner = {}
+        self._stack = []
+
+    @property
+    def in_forward(self) -> bool:
+        return bool(self._stack)
+
+    # ---------------------------------------------------------------- queries
+    def owner_of(self, node: Any) -> Call | None:
+        return self.owner.get(node)
+
+    def calls_of(self, module: Module) -> list[Call]:
+        return [call for call in self.calls if call.module is module]
+
+    # ---------------------------------------------------------------- hooks
+    def _forward_pre(self, module: Module, args: tuple) -> None:
+        path = self.paths.get(id(module))
+        if path is None or self.suspended:
+            return None
+        if not self._stack and self.on_pass_start is not None and self.on_pass_start():
+            self.reset()
+        occurrence = sum(1 for call in self.calls if call.module is module)
+        call = Call(index=len(self.calls), path=path, module=module, occurrence=occurrence,
+                    parent=self._stack[-1] if self._stack else None, source=call_site(module))
+        self.calls.append(call)
+        self._stack.append(call)
+        return None
+
+    def _forward_post(self, module: Module, args: tuple, kwargs: dict, output: Any) -> None:
+        if not self._stack or self._stack[-1].module is not module or self.suspended:
+            return None
+        call = self._stack.pop()
+        inputs = flatten_tensors(args) + flatten_tensors(kwargs)
+        call.n_inputs = len(args)
+        call.has_grad_inputs = any(t.requires_grad for t in flatten_tensors(args))
+        boundary = {t.grad_fn for t in inputs if t.grad_fn is not None}
+        outputs = flatten_tensors(output)
+        call.output_nodes = []
+        call.has_grad_outputs = any(t.requires_grad for t in outputs)
+        for tensor in outputs:
+            node = tensor.grad_fn
+            if node is not None and node not in boundary and node not in call.output_nodes:
+                call.output_nodes.append(node)
+        self._walk(call, boundary)
+        if self.on_call_end is not None:
+            self.on_call_end(call, output)
+        return None
+
+    def _walk(self, call: Call, boundary: set) -> None:
+        stack = list(call.output_nodes)
+        seen = set(stack)
+        while stack:
+            node = stack.pop()
+            owner = self.owner.get(node)
+            if owner is not None and owner.index < call.index:
+                continue  # created before this call started
+            call.nodes.add(node)
+            if owner is None:
+                self.owner[node] = call
+                call.own_nodes.append(node)
+            for child, _ in node.next_functions:
+                if child is None or child in seen or child in boundary:
+                    continue
+                seen.add(child)
+                stack.append(child)
