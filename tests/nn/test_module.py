@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import gradscope as gs
-from gradscope import nn
 
 W23 = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
 B2 = np.array([0.5, -0.5], dtype=np.float32)
