@@ -23,7 +23,7 @@ __all__ = [
     "one_hot", "pad", "dropout", "dropout1d", "dropout2d", "batch_norm", "layer_norm", "group_norm", "normalize",
     "relu", "relu_", "relu6", "sigmoid", "tanh", "gelu", "elu", "elu_", "selu", "celu", "leaky_relu",
     "leaky_relu_", "softplus", "silu", "mish", "hardtanh", "hardtanh_", "hardsigmoid", "hardswish", "logsigmoid",
-    "softsign", "tanhshrink", "threshold", "glu", "softmax", "log_softmax", "softmin", "cosine_similarity",
+    "softsign", "tanhshrink", "threshold", "glu", "prelu", "softmax", "log_softmax", "softmin", "cosine_similarity",
     "pairwise_distance", "scaled_dot_product_attention", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
     "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
 ]
@@ -376,6 +376,20 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
         raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.data.ndim} is size {size}")
     first, second = shape.chunk(input, 2, dim)
     return arith.mul(first, pointwise.sigmoid(second))
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` for positive ``x``, else ``weight * x`` (``weight`` per channel, dim 1, or shared)."""
+    if weight.data.size != 1:
+        channel_dim = 1 if input.data.ndim >= 2 else 0
+        if input.data.ndim == 0 or input.data.shape[channel_dim] != weight.data.size:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{weight.data.size} and channel size = "
+                               f"{input.data.shape[channel_dim] if input.data.ndim else 1}.")
+        view = [1] * input.data.ndim
+        view[channel_dim] = -1
+        weight = shape.reshape(weight, tuple(view))
+    return pointwise.where(Tensor._make(input.data > 0), input, arith.mul(weight, input))
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:

@@ -1,0 +1,41 @@
+"""Dropout layers (gradscope's generator; identity in eval mode)."""
+from __future__ import annotations
+
+from gradscope.autograd.tensor import Tensor
+from gradscope.nn import functional as F
+from gradscope.nn.modules.module import Module
+
+__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
+
+
+class _DropoutNd(Module):
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Zero each element with probability ``p`` in training and scale the rest by ``1 / (1 - p)``."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
+    """Zero whole channels of (N, C, L) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zero whole channels of (N, C, H, W) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout2d(input, self.p, self.training, self.inplace)

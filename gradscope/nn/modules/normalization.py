@@ -1,0 +1,175 @@
+"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gradscope.autograd.tensor import Tensor
+from gradscope.nn import functional as F
+from gradscope.nn import init
+from gradscope.nn.modules.linear import _new_buffer, _new_parameter
+from gradscope.nn.modules.module import Module
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm"]
+
+
+class _BatchNorm(Module):
+    """Batch normalisation with PyTorch's parameters, buffers and running-statistics rules.
+
+    In training the batch statistics normalise the input and update ``running_mean`` /
+    ``running_var`` (exponential average with ``momentum``, or a cumulative average when
+    ``momentum`` is None) and ``num_batches_tracked``; in eval mode the running statistics are used.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = _new_parameter((num_features,), dtype)
+            if bias:
+                self.bias = _new_parameter((num_features,), dtype)
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _new_buffer((num_features,), 0.0, dtype))
+            self.register_buffer("running_var", _new_buffer((num_features,), 1.0, dtype))
+            self.register_buffer("num_batches_tracked", Tensor._make(np.array(0, dtype=np.int64)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
+            for buffer in (self.running_mean, self.running_var, self.num_batches_tracked):
+                buffer._bump_version()
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        raise NotImplementedError
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked._bump_version()
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.data)
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
+                            self.weight, self.bias, use_batch_stats, factor, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of (N, C) or (N, C, L) input over N (and L)."""
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim not in (2, 3):
+            raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of (N, C, H, W) input over N, H and W."""
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim != 4:
+            raise ValueError(f"expected 4D input (got {input.ndim}D input)")
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing ``normalized_shape`` dims, with elementwise ``weight`` and ``bias``."""
+
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, (int, np.integer)):
+            normalized_shape = (int(normalized_shape),)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = _new_parameter(self.normalized_shape, dtype)
+            if bias:
+                self.bias = _new_parameter(self.normalized_shape, dtype)
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
+
+
+class GroupNorm(Module):
+    """Normalise groups of ``num_channels // num_groups`` channels per sample, then scale and shift."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device: Any = None, dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = _new_parameter((num_channels,), dtype)
+            if bias:
+                self.bias = _new_parameter((num_channels,), dtype)
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
