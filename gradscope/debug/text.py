@@ -31,7 +31,7 @@ def number(value: float | None) -> str:
 
 
 def state_mark(state: str) -> str:
-    return {"ran": "✓", "pending": "·", "unknown": ""}[state]
+    return {"ran": "✓", "pending": "○", "unknown": ""}[state]
 
 
 def format_view(view: Any) -> str:

@@ -1,0 +1,247 @@
+"""Drawing the debugger's views with rich, and the autograd graph as Graphviz DOT.
+
+Pure functions from the records of ``gradscope.debug.views`` / ``gradscope.debug.graph`` to
+rich renderables (or DOT text), plus ``RichPresenter``, the small adapter through which the
+debugger's shell prints them on a console the caller created.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from gradscope.debug.graph import AutogradGraph, GraphNode, TreeLine, node_label, tree_lines
+from gradscope.debug.stats import MissingTensor
+from gradscope.debug.text import number, sparkline, state_mark
+from gradscope.debug.views import (BreakpointList, GradsView, GraphView, LayerTable, ParamsView, Position)
+
+_STATUS_STYLE = {"done": "green", "pending": "dim", "running": "cyan", "no grad": "dim"}
+
+
+def render_view(view: Any) -> RenderableType:
+    """The rich renderable of any debugger view record."""
+    if isinstance(view, Position):
+        return render_position(view)
+    if isinstance(view, GradsView):
+        return render_grads(view)
+    if isinstance(view, LayerTable):
+        return render_layer_table(view)
+    if isinstance(view, ParamsView):
+        return render_params(view)
+    if isinstance(view, BreakpointList):
+        return render_breakpoints(view)
+    if isinstance(view, GraphView):
+        return render_graph(view.graph, view.max_depth, view.stop_at_pending)
+    return Text(str(view))
+
+
+def _notes(notes: tuple) -> list:
+    return [Text(f"note: {note}", style="yellow") for note in notes]
+
+
+def render_position(p: Position) -> RenderableType:
+    """``where``: a heading line and one row per known field."""
+    if p.phase is None:
+        head = Text(p.state, style="bold")
+    else:
+        head = Text.assemble((p.state, "bold"), ", ", (p.phase, "bold magenta"), " point of ",
+                             (p.module or "(no module)", "bold cyan"),
+                             f" ({p.module_type})" if p.module_type else "")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    fields = [("node", p.node), ("modules", f"{p.modules_done} done, {p.modules_pending} pending"),
+              ("source", p.source), ("reason", p.reason), ("step", None if p.step is None else str(p.step)),
+              ("loss", None if p.loss is None else number(p.loss))]
+    for name, value in fields:
+        if value is not None:
+            grid.add_row(name, Text(value))
+    for note in p.notes:
+        grid.add_row("note", Text(note, style="yellow"))
+    for edit in p.edits:
+        grid.add_row("edited", Text(edit, style="magenta"))
+    return Group(head, grid)
+
+
+def _nonfinite(count: int) -> Text:
+    return Text(str(count), style="bold red" if count else "")
+
+
+def render_grads(view: GradsView) -> RenderableType:
+    """``grads``: one row per tensor with its statistics and a histogram of its values."""
+    table = Table(title=Text(view.title), title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("tensor", "shape", "norm", "mean", "abs max", "non-finite", "histogram", "range"):
+        table.add_column(column, justify="right" if column in ("norm", "mean", "abs max", "non-finite") else "left",
+                         no_wrap=True)
+    missing = []
+    for group in view.groups:
+        for entry in group.entries:
+            if isinstance(entry, MissingTensor):
+                missing.append(Text(f"{entry.label}: {entry.reason}", style="dim"))
+                continue
+            label = Text(entry.label)
+            if entry.edited:
+                label.append(" (edited)", style="magenta")
+            table.add_row(label, str(list(entry.shape)), number(entry.norm), number(entry.mean),
+                          number(entry.abs_max), _nonfinite(entry.nonfinite),
+                          Text(sparkline(entry.histogram), style="blue"),
+                          f"[{number(entry.low)}, {number(entry.high)}]")
+    parts: list = [table] if table.row_count else [Text(view.title)]
+    return Group(*parts, *missing, *_notes(view.notes))
+
+
+def render_layer_table(view: LayerTable) -> RenderableType:
+    """``table``: one row per module call, in forward order."""
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("module", "type", "status", "grad_output", "grad_input", "param grad", "non-finite", "edits"):
+        table.add_column(column, justify="right" if column in ("grad_output", "grad_input", "param grad",
+                                                               "non-finite") else "left", no_wrap=column != "edits")
+    for row in view.rows:
+        style = "bold yellow" if row.status.startswith("current") else _STATUS_STYLE.get(row.status, "")
+        table.add_row(Text(row.module), row.module_type, Text(row.status, style=style), number(row.grad_output_norm),
+                      number(row.grad_input_norm), number(row.param_grad_norm), _nonfinite(row.nonfinite),
+                      Text(row.edits, style="magenta"))
+    total = Text(f"total parameter gradient norm: {number(view.total_param_grad_norm)}")
+    return Group(table, total, *_notes(view.notes))
+
+
+def render_params(view: ParamsView) -> RenderableType:
+    """``params``: the current module's parameters and their gradients."""
+    if not view.rows:
+        return Group(Text(f"parameters of {view.module}: none"), *_notes(view.notes))
+    table = Table(title=Text(f"parameters of {view.module}"), title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("parameter", "shape", "status", "grad norm", "grad mean", "grad abs max", "non-finite",
+                   "param norm"):
+        table.add_column(column, justify="left" if column in ("parameter", "shape", "status") else "right",
+                         no_wrap=True)
+    for row in view.rows:
+        style = "green" if row.status == "accumulated" else "dim"
+        table.add_row(Text(row.name), str(list(row.shape)), Text(row.status, style=style), number(row.grad_norm),
+                      number(row.grad_mean), number(row.grad_abs_max), _nonfinite(row.nonfinite),
+                      number(row.param_norm))
+    return Group(table, *_notes(view.notes))
+
+
+def render_breakpoints(view: BreakpointList) -> RenderableType:
+    """``breakpoints``: number, condition, where it is checked, enabled, hits."""
+    if not view.rows:
+        return Text("no breakpoints")
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("#", "condition", "checked at", "enabled", "hits"):
+        table.add_column(column, justify="right" if column in ("#", "hits") else "left")
+    for row in view.rows:
+        table.add_row(str(row.number), Text(row.condition), row.phases,
+                      Text("yes", style="green") if row.enabled else Text("no", style="dim"), str(row.hits))
+    return table
+
+
+def _node_text(line: TreeLine) -> Text:
+    node = line.node
+    text = Text()
+    if node.parameter is not None:
+        text.append("AccumulateGrad ", style="dim")
+        text.append(node.parameter, style="bold green")
+    else:
+        text.append(node.name, style="bold")
+    text.append(" " + ", ".join(str(list(s)) for s in node.shapes), style="dim")
+    if node.module:
+        text.append(f" · {node.module}", style="cyan")
+    if line.repeat:
+        text.append(" (shown above)", style="dim italic")
+        return text
+    mark = state_mark(node.state)
+    if mark:
+        text.append(f" {mark}", style="green" if node.state == "ran" else "dim")
+    if node.current:
+        text.append(" ◀ here", style="bold yellow")
+    return text
+
+
+def render_graph(graph: AutogradGraph, max_depth: int | None = None, stop_at_pending: bool = False,
+                 title: str = "autograd graph") -> RenderableType:
+    """The graph as a rich tree: node names, output shapes, owning modules, parameter names,
+    which nodes have run (✓) and which have not (·); shared nodes are drawn once."""
+    lines = tree_lines(graph, max_depth, stop_at_pending)
+    if not lines:
+        return Text("(empty graph: nothing requires grad)")
+    tree = Tree(Text(title, style="bold"), guide_style="dim")
+    parents: list[Tree] = [tree]
+    for line in lines:
+        del parents[line.depth + 1:]
+        branch = parents[line.depth].add(_node_text(line))
+        parents.append(branch)
+        if line.hidden_inputs:
+            branch.add(Text(f"… {line.hidden_inputs} input(s) not shown", style="dim"))
+    footer = []
+    if graph.hidden_hook_nodes:
+        footer.append(Text(f"({graph.hidden_hook_nodes} backward-hook identity nodes not shown)", style="dim"))
+    if graph.truncated:
+        footer.append(Text("(graph truncated)", style="yellow"))
+    return Group(tree, *footer)
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def graph_to_dot(graph: AutogradGraph, max_depth: int | None = None, name: str = "gradscope") -> str:
+    """Graphviz DOT text of the graph: one box per node (name, shapes, module), leaf
+    parameters as ellipses, edges in the forward direction (from inputs to outputs), and the
+    nodes of each module grouped in a cluster."""
+    depths: dict[int, int] = {}
+    for line in tree_lines(graph, max_depth):
+        if not line.repeat:
+            depths.setdefault(line.node.id, line.depth)
+    shown = [node for node in graph.nodes if node.id in depths]
+    clusters: dict[str, list[GraphNode]] = {}
+    for node in shown:
+        clusters.setdefault(node.module or "", []).append(node)
+    out = [f"digraph {_dot_quote(name)} {{", "  rankdir=BT;", '  node [fontname="Helvetica", fontsize=10];']
+    for index, (module, nodes) in enumerate(sorted(clusters.items())):
+        indent = "  "
+        if module:
+            out.append(f"  subgraph cluster_{index} {{")
+            out.append(f"    label={_dot_quote(module)}; style=rounded; color=gray60;")
+            indent = "    "
+        for node in nodes:
+            shape = "ellipse" if node.parameter is not None else "box"
+            label = node_label(node)
+            out.append(f"{indent}n{node.id} [label={_dot_quote(label)}, shape={shape}];")
+        if module:
+            out.append("  }")
+    for node in shown:
+        for child in node.inputs:
+            if child in depths:
+                out.append(f"  n{child} -> n{node.id};")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+class RichPresenter:
+    """Prints the debugger's output on a rich ``Console`` (the one adapter with side effects
+    in this module; the console comes from the caller)."""
+
+    def __init__(self, console: Console, errors: Console | None = None) -> None:
+        self.console = console
+        self.errors = errors or console
+
+    def show(self, view: Any) -> None:
+        self.console.print(render_view(view))
+
+    def info(self, text: str) -> None:
+        self.console.print(Text(text))
+
+    def error(self, text: str) -> None:
+        if text.startswith("warning:"):
+            self.errors.print(Text(text, style="yellow"))
+        else:
+            self.errors.print(Text(f"error: {text}", style="bold red"))
+
+    def banner(self, text: str) -> None:
+        self.console.print(Text(f"> {text}", style="bold yellow"))
+
+    def echo(self, text: str) -> None:
+        self.console.print(Text(text, style="bold"))
