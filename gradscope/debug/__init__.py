@@ -11,7 +11,7 @@ from collections import deque
 from typing import IO, Sequence
 
 from gradscope.debug.conditions import Breakpoint, ConditionError, Event, parse_condition
-from gradscope.debug.graph import AutogradGraph, GraphNode, build_graph
+from gradscope.debug.graph import AutogradGraph, GraphNode, build_graph, trace_graph
 from gradscope.debug.session import (DebugCommandError, DebuggerQuit, DebugSession, Snapshot,
                                      run_debug_step)
 from gradscope.debug.shell import DebuggerShell, Presenter
@@ -21,7 +21,7 @@ from gradscope.nn.modules.module import Module
 
 __all__ = ["AutogradGraph", "Breakpoint", "Call", "ConditionError", "DebugCommandError", "DebugSession",
            "DebuggerQuit", "DebuggerShell", "Event", "ForwardTracker", "GraphNode", "Presenter", "Snapshot",
-           "TextPresenter", "breakpoint_on", "build_graph", "parse_condition", "run_debug_step"]
+           "TextPresenter", "breakpoint_on", "build_graph", "parse_condition", "run_debug_step", "trace_graph"]
 
 NO_TERMINAL_COMMANDS = ("where", "grads", "finish")
 

@@ -163,3 +163,25 @@ def node_label(node: GraphNode) -> str:
     if node.parameter is not None:
         return f"AccumulateGrad {node.parameter} {shapes}"
     return f"{node.name} {shapes}"
+
+
+def trace_graph(model: Any, compute_loss: Callable[[], Any]) -> AutogradGraph:
+    """Run ``compute_loss()`` (one forward pass of ``model``) with forward hooks that record
+    which module created each node, and return the graph under the loss (nothing runs
+    backward, so node states are ``"unknown"``)."""
+    from gradscope.debug.tracking import ForwardTracker
+
+    tracker = ForwardTracker(model)
+    tracker.attach()
+    try:
+        loss = compute_loss()
+    finally:
+        tracker.detach()
+
+    def owner(node: Any) -> str | None:
+        call = tracker.owner_of(node)
+        return None if call is None else call.display
+
+    names = {id(p): name for name, p in model.named_parameters()}
+    roots = [loss.grad_fn] if getattr(loss, "grad_fn", None) is not None else []
+    return build_graph(roots, owner_of=owner, parameter_names=names)

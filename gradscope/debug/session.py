@@ -769,14 +769,15 @@ class DebugSession:
 
 
 def run_debug_step(model: Module, compute_loss: Callable[[], Tensor], interface: Interface, *,
-                   conditions: tuple | list = (), stop_at_start: bool | None = None,
-                   step: int | None = None) -> str:
+                   conditions: tuple | list = (), stop_at_start: bool | None = None, step: int | None = None,
+                   backward: Callable[[Tensor], None] | None = None) -> str:
     """Debug one forward + backward of ``model``.
 
     Attaches a session, runs ``compute_loss()`` (the forward pass; node creation sites are
     recorded), stops before backward when there are no breakpoint conditions (or
     ``stop_at_start``), runs backward through the breakpoints, then hands the finished state to
-    ``interface.interact`` for a last look. Every hook is removed at the end, whatever happens.
+    ``interface.interact`` for a last look. ``backward(loss)`` runs the backward pass (default
+    ``loss.backward()``). Every hook is removed at the end, whatever happens.
     On ``quit``, on an error and on Ctrl-C the parameters' values and gradients and the buffers
     are restored to what they were before the call.
 
@@ -793,7 +794,10 @@ def run_debug_step(model: Module, compute_loss: Callable[[], Tensor], interface:
         with detect_anomaly(check_nan=False):
             loss = compute_loss()
         session.begin_backward(loss)
-        loss.backward()
+        if backward is None:
+            loss.backward()
+        else:
+            backward(loss)
         session.end()
         completed = True
         interface.interact(session)
