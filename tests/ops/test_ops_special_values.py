@@ -1,0 +1,56 @@
+"""IEEE special values: forward and backward at log(0), x/0, 0/0, exp overflow, ... match torch
+(float32), and computing them emits no Python warnings (torch emits none)."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import gradscope as gs
+
+SPECIAL: list[tuple[str, list[float], Callable[[Any], Any]]] = [
+    ("log_negative", [-1.0, 2.0], lambda x: x.log()),
+    ("log_zero", [0.0, 1.0], lambda x: x.log()),
+    ("div_by_zero", [1.0, -1.0, 0.0], lambda x: x / (x * 0.0)),
+    ("div_self_at_zero", [0.0, 2.0], lambda x: x / x),
+    ("exp_overflow", [100.0, 1.0], lambda x: x.exp()),
+    ("sqrt_negative", [-4.0, 4.0], lambda x: x.sqrt()),
+    ("sqrt_zero", [0.0, 4.0], lambda x: x.sqrt()),
+    ("pow_negative_base_fractional", [-8.0, 8.0], lambda x: x ** 0.5),
+    ("tanh_large", [50.0, -50.0], lambda x: x.tanh()),
+    ("sigmoid_large", [100.0, -100.0], lambda x: x.sigmoid()),
+    ("softmax_large", [1000.0, 0.0, -1000.0], lambda x: x.softmax(dim=0)),
+    ("log_softmax_large", [1000.0, 0.0, -1000.0], lambda x: x.log_softmax(dim=0)),
+    ("logsumexp_large", [1000.0, 1000.0], lambda x: x.logsumexp(dim=0)),
+    ("nan_input_mul", [float("nan"), 1.0], lambda x: x * 2.0),
+    ("inf_minus_inf", [float("inf"), 1.0], lambda x: x - x),
+    ("norm_at_zero", [0.0, 0.0], lambda x: x.norm()),
+]
+
+
+def run(T: Any, values: list[float], fn: Callable[[Any], Any]) -> list[np.ndarray]:
+    x = T.tensor(np.asarray(values, dtype=np.float32), requires_grad=True)
+    y = fn(x)
+    y.backward(gradient=T.ones_like(y))
+    return [np.asarray(y.detach().numpy()), np.asarray(x.grad.numpy())]
+
+
+@pytest.mark.parametrize(("name", "values", "fn"), SPECIAL, ids=[s[0] for s in SPECIAL])
+def test_special_values_emit_no_warnings(name: str, values: list[float], fn: Callable[[Any], Any]) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(gs, values, fn)
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize(("name", "values", "fn"), SPECIAL, ids=[s[0] for s in SPECIAL])
+def test_special_values_match_torch(name: str, values: list[float], fn: Callable[[Any], Any]) -> None:
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = run(gs, values, fn)
+    want = run(torch, values, fn)
+    for what, g, w in zip(("value", "grad"), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=what)
