@@ -10,3 +10,4 @@ from gradscope.nn.modules.dropout import *  # noqa: F401,F403
 from gradscope.nn.modules.sparse import *  # noqa: F401,F403
 from gradscope.nn.modules.activation import *  # noqa: F401,F403
 from gradscope.nn.modules.loss import *  # noqa: F401,F403
+from gradscope.nn.modules.attention import *  # noqa: F401,F403
