@@ -736,10 +736,10 @@ def index_pad(input: Tensor, pad: Sequence[int], mode: str) -> Tensor:
     """Reflect, replicate or circular padding of the last ``len(pad) // 2`` dims."""
     x = input.data
     n_padded = len(pad) // 2
-    if n_padded not in (1, 2, 3) or len(pad) % 2:
-        raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are supported for now")
-    if x.ndim not in (n_padded + 1, n_padded + 2):
-        raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are supported for now")
+    if n_padded not in (1, 2, 3) or len(pad) % 2 or x.ndim not in (n_padded + 1, n_padded + 2):
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D input tensor. "
+                                  "Non-constant padding pads the last 1, 2 or 3 dims of a 2D-3D, 3D-4D or "
+                                  "4D-5D input.")
     pairs = _pad_pairs(pad, x.ndim)
     maps = []
     out = x
