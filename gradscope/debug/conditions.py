@@ -205,6 +205,8 @@ def _phases(clauses: Sequence[_Clause], text: str) -> frozenset:
         phases = {"node"}
     elif explicit:
         phases = set(explicit)
+    elif any(clause.kind == "norm" and clause.argument for clause in clauses):
+        phases = {"forward", "pre", "post"}
     elif kinds & {"nan", "inf", "nonfinite", "norm"}:
         phases = {"pre", "post"}
     else:

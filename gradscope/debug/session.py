@@ -600,8 +600,12 @@ class DebugSession:
         if stop.phase == "pre" and call is not None:
             node_text = ", ".join(n.name() for n in self._real_nodes(call.output_nodes)) + " (next to run)"
         elif stop.phase == "post" and call is not None:
-            last = self._last_ran(call)
-            node_text = None if last is None else f"{last.name()} (ran last)"
+            producers = [n for n in call.nodes if any(child in call.input_nodes for child, _ in n.next_functions)]
+            if producers:
+                node_text = ", ".join(sorted({n.name() for n in producers})) + " (produced grad_input)"
+            else:
+                last = self._last_ran(call)
+                node_text = None if last is None else f"{last.name()} (ran last)"
         elif stop.phase == "forward" and call is not None:
             node_text = ", ".join(n.name() for n in self._real_nodes(call.output_nodes)) or None
             if node_text:

@@ -39,6 +39,7 @@ class Call:
         has_grad_inputs: whether a positional tensor argument requires grad.
         has_grad_outputs: whether an output requires grad (backward will visit the call).
         output_nodes: the grad_fns of the outputs (before backward-hook wrapping).
+        input_nodes: the grad_fns of the tensor arguments (where the call's walk stops).
         nodes: every node created during the call (nested calls included).
         own_nodes: the nodes this call owns (not claimed by a nested call).
     """
@@ -53,6 +54,7 @@ class Call:
     has_grad_inputs: bool = False
     has_grad_outputs: bool = False
     output_nodes: list = field(default_factory=list)
+    input_nodes: list = field(default_factory=list)
     nodes: set = field(default_factory=set)
     own_nodes: list = field(default_factory=list)
 
@@ -179,6 +181,7 @@ class ForwardTracker:
         call.n_inputs = len(args)
         call.has_grad_inputs = any(t.requires_grad for t in flatten_tensors(args))
         boundary = {t.grad_fn for t in inputs if t.grad_fn is not None}
+        call.input_nodes = [t.grad_fn for t in inputs if t.grad_fn is not None]
         outputs = flatten_tensors(output)
         call.output_nodes = []
         call.has_grad_outputs = any(t.requires_grad for t in outputs)
