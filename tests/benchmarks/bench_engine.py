@@ -29,7 +29,6 @@ import sys  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 
 from benchlib import (Ratio, Variant, Workload, gradscope_nn, import_gradscope,  # noqa: E402
                       import_torch, main)
@@ -259,46 +258,89 @@ def cnn_data() -> dict[str, Any]:
 
 
 def _im2col(x: np.ndarray, k: int) -> np.ndarray:
-    """NHWC input -> ``(N*Ho*Wo, C*k*k)`` patches, columns ordered (C, kh, kw) like the weight."""
-    n, height, width, channels = x.shape
-    windows = sliding_window_view(x, (k, k), axis=(1, 2))  # (N, Ho, Wo, C, k, k)
-    return windows.reshape(n * (height - k + 1) * (width - k + 1), channels * k * k)
+    """NCHW input -> ``(N, C*k*k, Ho*Wo)`` patches, one slice copy per kernel offset."""
+    n, channels, height, width = x.shape
+    out_h, out_w = height - k + 1, width - k + 1
+    cols = np.empty((n, channels, k, k, out_h, out_w), dtype=x.dtype)
+    for i in range(k):
+        for j in range(k):
+            cols[:, :, i, j] = x[:, :, i:i + out_h, j:j + out_w]
+    return cols.reshape(n, channels * k * k, out_h * out_w)
 
 
 def _col2im(d_cols: np.ndarray, shape: tuple[int, ...], k: int) -> np.ndarray:
-    """Adjoint of ``_im2col``: scatter-add patch gradients back into an NHWC array."""
-    n, height, width, channels = shape
+    """Adjoint of ``_im2col``: scatter-add patch gradients back into an NCHW array."""
+    n, channels, height, width = shape
     out_h, out_w = height - k + 1, width - k + 1
-    d_cols = d_cols.reshape(n, out_h, out_w, channels, k, k)
+    d_cols = d_cols.reshape(n, channels, k, k, out_h, out_w)
     d_x = np.zeros(shape, dtype=d_cols.dtype)
     for i in range(k):
         for j in range(k):
-            d_x[:, i:i + out_h, j:j + out_w, :] += d_cols[:, :, :, :, i, j]
+            d_x[:, :, i:i + out_h, j:j + out_w] += d_cols[:, :, i, j]
+    return d_x
+
+
+def _conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Valid 2-D convolution (cross-correlation), NCHW; returns the output and the patches."""
+    n, _, height, width = x.shape
+    out_channels, _, k, _ = weight.shape
+    cols = _im2col(x, k)
+    out = weight.reshape(out_channels, -1) @ cols  # (N, O, Ho*Wo)
+    out += bias[:, None]
+    return out.reshape(n, out_channels, height - k + 1, width - k + 1), cols
+
+
+def _conv_backward(d_out: np.ndarray, cols: np.ndarray, weight: np.ndarray,
+                   input_shape: tuple[int, ...] | None) -> list[np.ndarray | None]:
+    """Gradients of ``_conv`` for weight, bias and (unless ``input_shape`` is None) input."""
+    n, out_channels = d_out.shape[:2]
+    d_out = d_out.reshape(n, out_channels, -1)
+    d_weight = np.tensordot(d_out, cols, axes=([0, 2], [0, 2])).reshape(weight.shape)
+    d_input = None
+    if input_shape is not None:
+        d_input = _col2im(weight.reshape(out_channels, -1).T @ d_out, input_shape,
+                          weight.shape[-1])
+    return [d_weight, d_out.sum(axis=(0, 2)), d_input]
+
+
+def _max_pool2(x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """2x2 max pool of an NCHW array; also returns which window corner won, as 4 masks.
+
+    Ties go to the first corner in row-major order, as in PyTorch.
+    """
+    corners = [x[:, :, i::2, j::2] for i in (0, 1) for j in (0, 1)]
+    pooled = np.maximum(np.maximum(corners[0], corners[1]), np.maximum(corners[2], corners[3]))
+    masks, taken = [], np.zeros(pooled.shape, dtype=bool)
+    for corner in corners:
+        mask = corner == pooled
+        mask &= ~taken
+        taken |= mask
+        masks.append(mask)
+    return pooled, masks
+
+
+def _max_pool2_backward(d_pooled: np.ndarray, masks: list[np.ndarray],
+                        shape: tuple[int, ...]) -> np.ndarray:
+    d_x = np.empty(shape, dtype=d_pooled.dtype)
+    for (i, j), mask in zip(((0, 0), (0, 1), (1, 0), (1, 1)), masks):
+        np.multiply(d_pooled, mask, out=d_x[:, :, i::2, j::2])
     return d_x
 
 
 def cnn_numpy(data: dict[str, Any]) -> Variant:
-    """The CNN by hand: NHWC activations, convolutions as im2col matmuls, 2x2 max pool by argmax."""
-    x = np.ascontiguousarray(data["x"].transpose(0, 2, 3, 1))
-    y = data["y"]
+    """The CNN by hand: NCHW, convolutions as im2col + batched matmul, masked 2x2 max pool."""
+    x, y = data["x"], data["y"]
     w1, b1, w2, b2, w3, b3 = (p.copy() for p in data["params"])
     n, rows = x.shape[0], np.arange(x.shape[0])
     scale = np.float32(1.0 / n)
     grads: list[np.ndarray] = []
 
     def step() -> float:
-        cols1 = _im2col(x, 3)
-        h1 = cols1 @ w1.reshape(8, -1).T
-        h1 += b1
-        a1 = np.maximum(h1, 0).reshape(n, 13, 2, 13, 2, 8)
-        windows = a1.transpose(0, 1, 3, 5, 2, 4).reshape(n, 13, 13, 8, 4)
-        arg = windows.argmax(axis=-1)[..., None]
-        pooled = np.take_along_axis(windows, arg, axis=-1)[..., 0]  # (N, 13, 13, 8)
-        cols2 = _im2col(pooled, 3)
-        h2 = cols2 @ w2.reshape(16, -1).T
-        h2 += b2
-        a2 = np.maximum(h2, 0)
-        flat = a2.reshape(n, 11, 11, 16).transpose(0, 3, 1, 2).reshape(n, 1936)
+        h1, cols1 = _conv(x, w1, b1)
+        a1 = np.maximum(h1, 0)
+        pooled, masks = _max_pool2(a1)
+        h2, cols2 = _conv(pooled, w2, b2)
+        flat = np.maximum(h2, 0).reshape(n, -1)
         logits = flat @ w3.T
         logits += b3
         shifted = logits - logits.max(axis=1, keepdims=True)
@@ -309,17 +351,13 @@ def cnn_numpy(data: dict[str, Any]) -> Variant:
         d_logits = exp / sum_exp
         d_logits[rows, y] -= 1
         d_logits *= scale
-        d_flat = d_logits @ w3
-        d_h2 = d_flat.reshape(n, 16, 11, 11).transpose(0, 2, 3, 1).reshape(-1, 16)
-        d_h2 = d_h2 * (h2 > 0)
-        d_pooled = _col2im(d_h2 @ w2.reshape(16, -1), pooled.shape, 3)
-        d_windows = np.zeros_like(windows)
-        np.put_along_axis(d_windows, arg, d_pooled[..., None], axis=-1)
-        d_h1 = d_windows.reshape(n, 13, 13, 8, 2, 2).transpose(0, 1, 4, 2, 5, 3).reshape(-1, 8)
+        d_h2 = (d_logits @ w3).reshape(h2.shape)
+        d_h2 *= h2 > 0
+        d_w2, d_b2, d_pooled = _conv_backward(d_h2, cols2, w2, pooled.shape)
+        d_h1 = _max_pool2_backward(d_pooled, masks, a1.shape)
         d_h1 *= h1 > 0
-        grads[:] = [(d_h1.T @ cols1).reshape(w1.shape), d_h1.sum(axis=0),
-                    (d_h2.T @ cols2).reshape(w2.shape), d_h2.sum(axis=0),
-                    d_logits.T @ flat, d_logits.sum(axis=0)]
+        d_w1, d_b1, _ = _conv_backward(d_h1, cols1, w1, None)
+        grads[:] = [d_w1, d_b1, d_w2, d_b2, d_logits.T @ flat, d_logits.sum(axis=0)]
         return loss
 
     return Variant("numpy", step, lambda: list(grads))
