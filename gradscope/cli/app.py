@@ -1,0 +1,93 @@
+"""The CLI's application object and exit codes.
+
+``App`` lives in ``click``'s ``ctx.obj``. It owns the stdout and stderr consoles (created on first
+use, never at import time, so ``CliRunner`` captures them) and turns errors into exit codes.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class ExitCode(IntEnum):
+    """Process exit codes of every gradscope command."""
+
+    OK = 0
+    FINDINGS = 1
+    USAGE = 2
+    MODEL_ERROR = 3
+    INTERNAL_ERROR = 4
+    INTERRUPTED = 130
+
+
+class App:
+    """Per-invocation state: output consoles, ``--debug`` and ``abort``.
+
+    Args:
+        debug: show full tracebacks for model and internal errors.
+    """
+
+    def __init__(self, debug: bool = False) -> None:
+        self.debug = debug
+        self._out: Console | None = None
+        self._err: Console | None = None
+
+    @property
+    def out(self) -> "Console":
+        """Console on stdout: the data a command reports."""
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(file=click.get_text_stream("stdout"), highlight=False, soft_wrap=False)
+        return self._out
+
+    @property
+    def err(self) -> "Console":
+        """Console on stderr: progress, notes and error messages."""
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(file=click.get_text_stream("stderr"), highlight=False, soft_wrap=True)
+        return self._err
+
+    @property
+    def stdout_is_terminal(self) -> bool:
+        """True when stdout is an interactive terminal (live views), False when piped."""
+        return self.out.is_terminal
+
+    def echo_json(self, data: Any) -> None:
+        """Write ``data`` as JSON (and nothing else) to stdout."""
+        click.echo(json.dumps(data, indent=2, allow_nan=False))
+
+    def note(self, message: str) -> None:
+        """One informational line on stderr."""
+        self.err.print(message, markup=False)
+
+    def warn(self, message: str) -> None:
+        """One warning line on stderr."""
+        self.err.print(f"warning: {message}", style="yellow", markup=False)
+
+    def abort(self, message: str, code: ExitCode = ExitCode.INTERNAL_ERROR,
+              exc: BaseException | None = None) -> NoReturn:
+        """Print ``message`` as one error line on stderr and exit with ``code``.
+
+        With ``--debug`` and an exception, the full traceback is printed first.
+        """
+        if self.debug and exc is not None:
+            sys.stderr.flush()
+            click.echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                       err=True, nl=False)
+        self.err.print(f"error: {message}", style="bold red", markup=False)
+        raise click.exceptions.Exit(int(code))
+
+    def exit(self, code: ExitCode) -> NoReturn:
+        """Exit with ``code`` without printing anything."""
+        raise click.exceptions.Exit(int(code))

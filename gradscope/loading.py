@@ -1,0 +1,363 @@
+"""Model files: a plain Python file that defines a model, its data and its loss.
+
+The convention (see ``docs/cli.md``):
+
+* ``model``: an ``nn.Module`` instance, or ``build_model()`` returning one;
+* ``batch(step)`` returning ``(inputs, targets)``, or module-level ``inputs`` and ``targets``;
+  ``inputs`` may be a tensor or a tuple of tensors (passed to the model as positional args);
+* ``loss_fn(output, targets)`` returning a scalar tensor, or ``compute_loss(model, batch)``;
+* optionally ``make_optimizer(parameters)``; otherwise SGD with the given learning rate.
+
+Everything here raises :class:`ModelError` subclasses whose one-line message names the file, so the
+CLI can print it and exit with code 3.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from gradscope.errors import ModelError
+
+__all__ = ["ModelFileError", "UserCodeError", "Batch", "Workload", "load_model_file"]
+
+_module_counter = itertools.count()
+
+
+class ModelFileError(ModelError):
+    """The model file cannot be read, does not follow the convention, or returns wrong values."""
+
+
+class UserCodeError(ModelError):
+    """The user's code raised. ``original`` is the user's exception (its traceback is kept)."""
+
+    def __init__(self, message: str, original: BaseException) -> None:
+        super().__init__(message)
+        self.original = original
+        self.__cause__ = original
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One training batch.
+
+    Attributes:
+        inputs: the model's positional arguments.
+        targets: whatever ``loss_fn`` takes as its second argument (usually a tensor).
+        raw: the value ``batch(step)`` returned, handed to ``compute_loss`` unchanged.
+    """
+
+    inputs: tuple
+    targets: Any
+    raw: Any
+
+
+@dataclass
+class Workload:
+    """A model plus how to get its data and loss: what every monitor runs.
+
+    Build one from a model file with :func:`load_model_file`, or directly from objects
+    (``Workload(model, batch_fn=..., loss_fn=...)``), as :mod:`gradscope.testing` does.
+
+    Args:
+        model: the ``nn.Module``.
+        batch_fn: ``batch(step) -> (inputs, targets)``.
+        loss_fn: ``loss_fn(output, targets) -> scalar Tensor``.
+        compute_loss: ``compute_loss(model, batch) -> scalar Tensor``; used instead of ``loss_fn``.
+        optimizer_fn: ``make_optimizer(parameters) -> optimizer``; SGD when None.
+        path: the model file (for source lines), or None.
+        name: how messages name the workload (the path as the user typed it); defaults to ``path``.
+    """
+
+    model: Any
+    batch_fn: Callable[[int], Any]
+    loss_fn: Callable[[Any, Any], Any] | None = None
+    compute_loss: Callable[[Any, Any], Any] | None = None
+    optimizer_fn: Callable[[Any], Any] | None = None
+    path: Path | None = None
+    name: str | None = None
+    _module_lines: dict[str, int] | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        """How messages name this workload: the model file, or the model's class."""
+        if self.name is not None:
+            return self.name
+        return str(self.path) if self.path is not None else type(self.model).__name__
+
+    # ------------------------------------------------------------------ data, loss, optimizer
+    def batch(self, step: int) -> Batch:
+        """Call ``batch(step)`` and check it returned ``(inputs, targets)``."""
+        raw = self._call_user(f"batch({step})", self.batch_fn, step)
+        if not isinstance(raw, (tuple, list)) or len(raw) != 2:
+            raise ModelFileError(f"{self.label}: batch({step}) returned {_describe(raw)}; "
+                                 "expected a tuple (inputs, targets)")
+        inputs, targets = raw
+        inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        return Batch(inputs=inputs, targets=targets, raw=raw)
+
+    def forward(self, batch: Batch) -> Any:
+        """Run the model on ``batch.inputs``; an error names the failing module and its input shapes."""
+        try:
+            return self.model(*batch.inputs)
+        except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
+            raise UserCodeError(self._describe_failure("the model's forward", exc), exc) from exc
+
+    def loss(self, batch: Batch) -> Any:
+        """Forward pass and loss for ``batch``: a checked scalar tensor that requires grad."""
+        if self.compute_loss is not None:
+            value = self._call_user("compute_loss(model, batch)", self.compute_loss, self.model, batch.raw)
+            return self._check_loss(value, "compute_loss")
+        output = self.forward(batch)
+        value = self._call_user("loss_fn(output, targets)", self.loss_fn, output, batch.targets)
+        return self._check_loss(value, "loss_fn")
+
+    def backward(self, loss: Any) -> None:
+        """``loss.backward()``; an error (e.g. raised by the user's custom Function) becomes a ModelError."""
+        try:
+            loss.backward()
+        except Exception as exc:  # noqa: BLE001
+            if type(exc).__name__ == "AnomalyError":
+                raise
+            raise UserCodeError(self._describe_failure("backward", exc), exc) from exc
+
+    def make_optimizer(self, lr: float) -> Any:
+        """The user's ``make_optimizer(parameters)``, or ``gs.optim.SGD(parameters, lr=lr)``."""
+        if self.optimizer_fn is None:
+            from gradscope import optim
+
+            return optim.SGD(self.model.parameters(), lr=lr)
+        optimizer = self._call_user("make_optimizer(parameters)", self.optimizer_fn, self.model.parameters())
+        if not (hasattr(optimizer, "step") and hasattr(optimizer, "zero_grad")):
+            raise ModelFileError(f"{self.label}: make_optimizer returned {_describe(optimizer)}; "
+                                 "expected an optimizer (with step() and zero_grad())")
+        return optimizer
+
+    # ------------------------------------------------------------------ names and source lines
+    def module_names(self) -> dict[int, str]:
+        """``id(module) -> dotted path`` for every module of the model ("" is the model itself)."""
+        return {id(module): name for name, module in self.model.named_modules()}
+
+    def module_line(self, module_path: str) -> int | None:
+        """The model-file line that defines the module at ``module_path``, if it can be found.
+
+        Looks for ``self.<attr> = ...`` for the path's components (innermost first), then for the
+        class of the model itself.
+        """
+        if self.path is None:
+            return None
+        if self._module_lines is None:
+            self._module_lines = _attribute_lines(self.path)
+        for part in reversed(module_path.split(".") if module_path else []):
+            if part in self._module_lines:
+                return self._module_lines[part]
+        return self._module_lines.get("class " + type(self.model).__name__)
+
+    # ------------------------------------------------------------------ helpers
+    def _call_user(self, what: str, fn: Callable, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            raise UserCodeError(self._describe_failure(what, exc), exc) from exc
+
+    def _check_loss(self, value: Any, source: str) -> Any:
+        from gradscope.autograd.tensor import Tensor
+
+        if not isinstance(value, Tensor):
+            raise ModelFileError(f"{self.label}: {source} returned {_describe(value)}; expected a scalar tensor")
+        if value.numel() != 1:
+            raise ModelFileError(f"{self.label}: {source} returned a tensor of shape {tuple(value.shape)}; "
+                                 "expected a scalar (reduce it with .mean() or .sum())")
+        if not value.requires_grad:
+            raise ModelFileError(f"{self.label}: the loss from {source} does not require grad "
+                                 "(was it computed under no_grad or detached?)")
+        return value
+
+    def _describe_failure(self, what: str, exc: BaseException) -> str:
+        message = f"{self.label}: {what} raised {type(exc).__name__}: {_first_line(exc)}"
+        module_frame = None
+        line = None
+        for frame, lineno in _traceback_frames(exc):
+            if self.path is not None and Path(frame.f_code.co_filename) == self.path:
+                line = lineno
+            candidate = frame.f_locals.get("self")
+            if frame.f_code.co_name == "forward" and _is_module(candidate):
+                module_frame = frame
+        if module_frame is not None and self.model is not None:
+            module = module_frame.f_locals["self"]
+            name = self.module_names().get(id(module))
+            if name is not None:
+                where = repr(name) if name else "(the model itself)"
+                message += f" [in module {where} ({type(module).__name__})"
+                shapes = _input_shapes(module_frame)
+                if shapes:
+                    message += f", input shape {shapes}"
+                message += "]"
+        if line is not None:
+            message += f" (line {line})"
+        return message
+
+
+def load_model_file(path: str | Path, seed: int = 0) -> Workload:
+    """Execute a model file and return its :class:`Workload`.
+
+    ``gs.manual_seed(seed)`` is called first so the initial weights are reproducible.
+
+    Raises:
+        ModelFileError: the file is missing, has a syntax error, or breaks the convention.
+        UserCodeError: the file's code raised while running.
+    """
+    import gradscope as gs
+
+    file = Path(path)
+    label = str(path)
+    if not file.exists():
+        raise ModelFileError(f"{label}: model file not found")
+    if file.is_dir():
+        raise ModelFileError(f"{label}: is a directory; expected a Python model file")
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"{label}: cannot read the model file: {exc}") from exc
+    resolved = file.resolve()
+    try:
+        code = compile(source, str(resolved), "exec")
+    except SyntaxError as exc:
+        text = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
+        raise ModelFileError(f"{label}:{exc.lineno}: syntax error: {exc.msg}{text}") from exc
+
+    module = types.ModuleType(f"gradscope_model_{next(_module_counter)}")
+    module.__file__ = str(resolved)
+    sys.modules[module.__name__] = module
+    directory = str(resolved.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    gs.manual_seed(seed)
+    workload = Workload(model=None, batch_fn=_no_batch, path=resolved, name=label)
+    try:
+        exec(code, module.__dict__)  # noqa: S102 - running the user's model file is the point
+    except Exception as exc:  # noqa: BLE001
+        raise UserCodeError(workload._describe_failure("running the model file", exc), exc) from exc
+    namespace = module.__dict__
+    workload.model = _find_model(workload, namespace, label)
+    workload.batch_fn = _find_batch(namespace, label)
+    workload.loss_fn, workload.compute_loss = _find_loss(namespace, label)
+    make_optimizer = namespace.get("make_optimizer")
+    if make_optimizer is not None and not callable(make_optimizer):
+        raise ModelFileError(f"{label}: make_optimizer is {_describe(make_optimizer)}; expected a function")
+    workload.optimizer_fn = make_optimizer
+    return workload
+
+
+# ---------------------------------------------------------------------- convention lookup
+def _defined_names(namespace: dict[str, Any]) -> str:
+    names = [name for name, value in namespace.items()
+             if not name.startswith("_") and not isinstance(value, types.ModuleType)
+             and getattr(value, "__module__", namespace.get("__name__")) == namespace.get("__name__")]
+    return ", ".join(names) if names else "nothing"
+
+
+def _find_model(workload: Workload, namespace: dict[str, Any], label: str) -> Any:
+    if "model" in namespace:
+        model, source = namespace["model"], "`model`"
+    elif callable(namespace.get("build_model")):
+        model = workload._call_user("build_model()", namespace["build_model"])
+        source = "build_model()"
+    else:
+        raise ModelFileError(f"{label}: no model: define `model` (an nn.Module instance) or `build_model()`; "
+                             f"found: {_defined_names(namespace)}")
+    if not _is_module(model):
+        raise ModelFileError(f"{label}: {source} is {_describe(model)}; expected an nn.Module instance")
+    return model
+
+
+def _find_batch(namespace: dict[str, Any], label: str) -> Callable[[int], Any]:
+    batch = namespace.get("batch")
+    if callable(batch):
+        return batch
+    if "inputs" in namespace and "targets" in namespace:
+        fixed = (namespace["inputs"], namespace["targets"])
+        return lambda step: fixed
+    raise ModelFileError(f"{label}: no data: define `batch(step)` returning (inputs, targets), or module-level "
+                         f"`inputs` and `targets`; found: {_defined_names(namespace)}")
+
+
+def _find_loss(namespace: dict[str, Any], label: str) -> tuple[Callable | None, Callable | None]:
+    compute_loss = namespace.get("compute_loss")
+    if callable(compute_loss):
+        return None, compute_loss
+    loss_fn = namespace.get("loss_fn")
+    if callable(loss_fn):
+        return loss_fn, None
+    raise ModelFileError(f"{label}: no loss: define `loss_fn(output, targets)` or `compute_loss(model, batch)` "
+                         f"returning a scalar tensor; found: {_defined_names(namespace)}")
+
+
+def _no_batch(step: int) -> Any:
+    raise ModelFileError("the model file has not been loaded yet")
+
+
+# ---------------------------------------------------------------------- small helpers
+def _is_module(value: Any) -> bool:
+    from gradscope.nn import Module
+
+    return isinstance(value, Module)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"a {type(value).__name__} of shape {tuple(shape)}"
+    return f"a {type(value).__name__}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+def _traceback_frames(exc: BaseException) -> Iterator[tuple[types.FrameType, int]]:
+    tb = exc.__traceback__
+    while tb is not None:
+        yield tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
+
+
+def _input_shapes(frame: types.FrameType) -> str:
+    code = frame.f_code
+    names = code.co_varnames[1:code.co_argcount]
+    shapes = [tuple(value.shape) for value in (frame.f_locals.get(name) for name in names)
+              if getattr(value, "shape", None) is not None]
+    if not shapes:
+        return ""
+    return str(shapes[0]) if len(shapes) == 1 else ", ".join(str(shape) for shape in shapes)
+
+
+def _attribute_lines(path: Path) -> dict[str, int]:
+    """``attr -> line`` of the first ``self.attr = ...`` and ``"class Name" -> line`` in a file."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return {}
+    lines: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            _keep_first(lines, "class " + node.name, node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    _keep_first(lines, target.attr, node.lineno)
+    return lines
+
+
+def _keep_first(lines: dict[str, int], key: str, lineno: int) -> None:
+    if key not in lines or lineno < lines[key]:
+        lines[key] = lineno

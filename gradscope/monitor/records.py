@@ -1,0 +1,193 @@
+"""Plain, frozen records that monitors produce and renderers consume (stdlib only).
+
+Numbers are Python floats; a norm of a tensor that holds NaN or Inf is NaN or Inf, and a value
+that does not exist (a parameter without a gradient) is None.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CHECKS = ("nonfinite", "no_grad", "dead", "vanishing", "exploding", "unchanged", "loss_not_decreasing",
+          "gradcheck")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found by an analysis.
+
+    Attributes:
+        check: one of :data:`CHECKS`.
+        severity: ``"error"`` or ``"warning"``.
+        message: one sentence a person can act on.
+        module: dotted module path ("" is the model itself), or None.
+        parameter: dotted parameter name, or None.
+        value: the measured number, or None.
+        threshold: the limit it was compared with, or None.
+    """
+
+    check: str
+    severity: str
+    message: str
+    module: str | None = None
+    parameter: str | None = None
+    value: float | None = None
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class ModuleRecord:
+    """Gradient flow through one module (summed over its calls in one backward pass).
+
+    Attributes:
+        name: dotted module path in forward order ("" is the model itself).
+        type: the module's class name.
+        calls: how many times forward called it.
+        grad_output_norm: 2-norm of the gradients arriving at its outputs (None if none arrived).
+        grad_input_norm: 2-norm of the gradients it sends to its inputs (None if none left).
+        nonfinite: number of NaN/Inf entries in those gradients.
+    """
+
+    name: str
+    type: str
+    calls: int
+    grad_output_norm: float | None
+    grad_input_norm: float | None
+    nonfinite: int
+
+
+@dataclass(frozen=True)
+class ParameterRecord:
+    """Gradient statistics of one parameter after a backward pass.
+
+    All ``grad_*`` numbers and ``grad_to_param`` are None when the parameter got no gradient.
+    """
+
+    name: str
+    module: str
+    module_type: str
+    shape: tuple[int, ...]
+    has_grad: bool
+    grad_norm: float | None
+    grad_mean: float | None
+    grad_std: float | None
+    grad_abs_max: float | None
+    nonfinite: int
+    zero_fraction: float | None
+    dead_unit_fraction: float | None
+    param_norm: float
+    grad_to_param: float | None
+
+
+@dataclass(frozen=True)
+class InspectReport:
+    """What ``inspect`` measured on one forward and backward pass."""
+
+    model: str
+    step: int
+    loss: float
+    total_grad_norm: float
+    modules: tuple[ModuleRecord, ...]
+    parameters: tuple[ParameterRecord, ...]
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One training step of ``watch``.
+
+    Attributes:
+        step: the step index (``batch(step)`` was used).
+        loss: the loss before the update.
+        total_grad_norm: 2-norm over all parameter gradients.
+        layer_norms: ``(module path, 2-norm of its own parameters' gradients)`` in model order.
+        nonfinite: what was not finite in this step ("loss", "gradient", "parameter"), or None.
+    """
+
+    step: int
+    loss: float
+    total_grad_norm: float
+    layer_norms: tuple[tuple[str, float], ...]
+    nonfinite: str | None = None
+
+
+@dataclass(frozen=True)
+class NonFiniteOrigin:
+    """Where the first non-finite value came from.
+
+    Attributes:
+        step: the training step.
+        phase: ``"forward"``, ``"backward"`` or ``"update"`` (the optimizer step).
+        module: dotted path of the module that produced it ("" is the model itself; None when the
+            value came from outside every module, e.g. the loss function's own arithmetic).
+        node: the autograd node (``"LogBackward0"``) or the forward operation that produced it.
+        source: ``file:line`` in the model file, or None.
+        kind: ``"nan"`` or ``"inf"``.
+        propagated: modules that only passed the value on, in the order it reached them.
+        detail: one sentence that explains the finding.
+    """
+
+    step: int
+    phase: str
+    module: str | None
+    node: str | None
+    source: str | None
+    kind: str
+    propagated: tuple[str, ...] = ()
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class WatchReport:
+    """The outcome of ``watch`` (or of a replay).
+
+    ``status`` is ``"ok"``, ``"nonfinite"`` or ``"interrupted"``.
+    """
+
+    model: str
+    steps_run: int
+    status: str
+    first_nonfinite: NonFiniteOrigin | None
+    history: tuple[StepRecord, ...]
+    bundle: str | None = None
+
+
+@dataclass(frozen=True)
+class ClipParameterRecord:
+    """One parameter's gradient norm before and after clipping."""
+
+    name: str
+    norm_before: float | None
+    norm_after: float | None
+
+
+@dataclass(frozen=True)
+class ClipReport:
+    """What ``clip`` did on its last step."""
+
+    model: str
+    mode: str
+    scope: str
+    max: float
+    steps: int
+    total_norm_before: float
+    total_norm_after: float
+    parameters: tuple[ClipParameterRecord, ...]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One named check of ``check``: ``status`` is ``"pass"``, ``"fail"`` or ``"skip"``."""
+
+    name: str
+    status: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """All checks and the findings behind the failing ones."""
+
+    model: str
+    passed: bool
+    checks: tuple[CheckResult, ...]
+    findings: tuple[Finding, ...]

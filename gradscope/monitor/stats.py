@@ -1,0 +1,139 @@
+"""Numbers from tensors: norms, per-parameter gradient statistics, non-finite counts.
+
+Everything reads tensors through ``t.detach().numpy()``, the public API PyTorch shares.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+from gradscope.monitor.records import ParameterRecord
+
+_UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Bilinear")
+
+
+def to_numpy(tensor: Any) -> np.ndarray:
+    """The tensor's values as a numpy array (no copy when possible)."""
+    return tensor.detach().numpy()
+
+
+def squared_norm(array: np.ndarray) -> float:
+    """Sum of squares, in float64 when float32 would overflow; NaN/Inf when the array holds them."""
+    flat = array.reshape(-1)
+    if flat.size == 0:
+        return 0.0
+    if flat.dtype.kind != "f":
+        flat = flat.astype(np.float64)
+    value = float(np.dot(flat, flat))
+    if not math.isfinite(value) and np.isfinite(flat).all():
+        flat64 = flat.astype(np.float64)
+        value = float(np.dot(flat64, flat64))
+    return value
+
+
+def nonfinite_count(array: np.ndarray) -> int:
+    """Number of NaN and Inf entries."""
+    if array.dtype.kind != "f":
+        return 0
+    return int(array.size - np.count_nonzero(np.isfinite(array)))
+
+
+def nonfinite_kind(array: np.ndarray) -> str | None:
+    """``"nan"`` if the array holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
+    if array.dtype.kind != "f":
+        return None
+    if np.isnan(array).any():
+        return "nan"
+    if np.isinf(array).any():
+        return "inf"
+    return None
+
+
+def tensors_in(value: Any) -> Iterable[Any]:
+    """The tensors in a value, looking one level into tuples, lists and dict values."""
+    if hasattr(value, "detach") and hasattr(value, "shape"):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            if hasattr(item, "detach") and hasattr(item, "shape"):
+                yield item
+    elif isinstance(value, dict):
+        for item in value.values():
+            if hasattr(item, "detach") and hasattr(item, "shape"):
+                yield item
+
+
+def norm_of(tensors: Iterable[Any]) -> tuple[float | None, int]:
+    """2-norm over several tensors (None entries skipped) and their non-finite count.
+
+    Returns ``(None, 0)`` when there is no tensor at all.
+    """
+    total = 0.0
+    bad = 0
+    seen = False
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        seen = True
+        array = to_numpy(tensor)
+        squared = squared_norm(array)
+        total += squared
+        if not math.isfinite(squared):
+            bad += nonfinite_count(array)
+    if not seen:
+        return None, 0
+    return math.sqrt(total) if not math.isnan(total) else math.nan, bad
+
+
+def module_of(parameter_name: str) -> str:
+    """``"body.0.weight"`` -> ``"body.0"``; a parameter of the model itself -> ``""``."""
+    return parameter_name.rpartition(".")[0]
+
+
+def parameter_record(name: str, module_type: str, parameter: Any) -> ParameterRecord:
+    """Gradient statistics of one parameter (after backward)."""
+    values = to_numpy(parameter)
+    param_norm = math.sqrt(squared_norm(values))
+    shape = tuple(int(size) for size in values.shape)
+    grad = parameter.grad
+    if grad is None:
+        return ParameterRecord(name=name, module=module_of(name), module_type=module_type, shape=shape,
+                               has_grad=False, grad_norm=None, grad_mean=None, grad_std=None, grad_abs_max=None,
+                               nonfinite=0, zero_fraction=None, dead_unit_fraction=None, param_norm=param_norm,
+                               grad_to_param=None)
+    array = to_numpy(grad)
+    grad_norm = math.sqrt(squared_norm(array))
+    bad = nonfinite_count(array) if not math.isfinite(grad_norm) else 0
+    if array.size:
+        wide = array.astype(np.float64)
+        grad_mean, grad_std, grad_abs_max = float(wide.mean()), float(wide.std()), float(np.abs(wide).max())
+        zero_fraction = 1.0 - np.count_nonzero(array) / array.size
+    else:
+        grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
+    dead = None
+    if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
+        per_unit = np.count_nonzero(array.reshape(array.shape[0], -1), axis=1)
+        dead = float(np.mean(per_unit == 0))
+    ratio = grad_norm / param_norm if param_norm > 0 else None
+    return ParameterRecord(name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=True,
+                           grad_norm=grad_norm, grad_mean=grad_mean, grad_std=grad_std, grad_abs_max=grad_abs_max,
+                           nonfinite=bad, zero_fraction=float(zero_fraction), dead_unit_fraction=dead,
+                           param_norm=param_norm, grad_to_param=ratio)
+
+
+def parameter_records(model: Any) -> tuple[ParameterRecord, ...]:
+    """Statistics of every parameter of ``model`` that requires grad, in ``named_parameters`` order."""
+    types = {name: type(module).__name__ for name, module in model.named_modules()}
+    return tuple(parameter_record(name, types.get(module_of(name), ""), parameter)
+                 for name, parameter in model.named_parameters() if parameter.requires_grad)
+
+
+def total_norm(records: Iterable[ParameterRecord]) -> float:
+    """2-norm over all parameter gradients of the records."""
+    total = 0.0
+    for record in records:
+        if record.grad_norm is not None:
+            total += record.grad_norm ** 2 if math.isfinite(record.grad_norm) else record.grad_norm
+    return math.sqrt(total) if not math.isnan(total) else math.nan

@@ -1,0 +1,78 @@
+"""Check reports -> CI formats: JUnit XML and GitHub Actions workflow-command annotations."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from gradscope.monitor.records import CheckReport, Finding
+
+
+def check_to_junit(report: "CheckReport", suite_name: str = "gradscope") -> str:
+    """One JUnit ``<testcase>`` per check; failing checks carry their findings as the failure text."""
+    failures = sum(check.status == "fail" for check in report.checks)
+    skipped = sum(check.status == "skip" for check in report.checks)
+    suite = ElementTree.Element("testsuite", name=suite_name, tests=str(len(report.checks)),
+                                failures=str(failures), errors="0", skipped=str(skipped))
+    for check in report.checks:
+        case = ElementTree.SubElement(suite, "testcase", classname=f"gradscope.{report.model}", name=check.name)
+        if check.status == "fail":
+            failure = ElementTree.SubElement(case, "failure", message=check.message, type=check.name)
+            failure.text = "\n".join(finding.message for finding in _findings_of(report, check.name)) \
+                or check.message
+        elif check.status == "skip":
+            ElementTree.SubElement(case, "skipped", message=check.message)
+    suites = ElementTree.Element("testsuites")
+    suites.append(suite)
+    ElementTree.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
+def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] | None = None) -> str:
+    """GitHub Actions annotations: ``::error file=F,line=L,title=T::message`` per finding.
+
+    Args:
+        report: the check report.
+        file: the model file path as the annotation should name it.
+        lines: module path -> line in ``file`` (a finding without a known line points at line 1).
+    """
+    lines = lines or {}
+    out = []
+    for finding in report.findings:
+        level = "error" if finding.severity == "error" else "warning"
+        line = lines.get(finding.module or "", 1)
+        title = f"gradscope {finding.check}"
+        out.append(f"::{level} file={_escape_property(file)},line={line},title={_escape_property(title)}::"
+                   f"{_escape_data(finding.message)}")
+    for check in report.checks:
+        if check.status == "fail" and not _findings_of(report, check.name):
+            out.append(f"::error file={_escape_property(file)},line=1,title=gradscope {check.name}::"
+                       f"{_escape_data(check.message)}")
+    summary = "passed" if report.passed else "failed"
+    out.append(f"gradscope check {summary}: " + ", ".join(f"{c.name}={c.status}" for c in report.checks))
+    return "\n".join(out) + "\n"
+
+
+CHECK_FINDINGS = {
+    "finite": ("nonfinite",),
+    "gradients_reach_parameters": ("no_grad",),
+    "no_dead_parameters": ("dead",),
+    "no_vanishing_gradients": ("vanishing",),
+    "no_exploding_gradients": ("exploding",),
+    "parameters_update": ("unchanged",),
+    "loss_decreases": ("loss_not_decreasing",),
+    "gradcheck": ("gradcheck",),
+}
+
+
+def _findings_of(report: "CheckReport", check_name: str) -> list["Finding"]:
+    kinds = CHECK_FINDINGS.get(check_name, ())
+    return [finding for finding in report.findings if finding.check in kinds]
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,0 +1,112 @@
+"""Reports -> JSON-serialisable dicts, following the schemas documented in ``docs/cli.md``.
+
+JSON has no NaN or Infinity, so a non-finite number is written as the string ``"nan"``, ``"inf"``
+or ``"-inf"``; a number that does not exist (a parameter without a gradient) is ``null``.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gradscope.monitor.records import (CheckReport, ClipReport, Finding, InspectReport,
+                                           NonFiniteOrigin, StepRecord, WatchReport)
+
+INSPECT_SCHEMA = "gradscope.inspect/1"
+WATCH_SCHEMA = "gradscope.watch/1"
+WATCH_STEP_SCHEMA = "gradscope.watch.step/1"
+CLIP_SCHEMA = "gradscope.clip/1"
+CHECK_SCHEMA = "gradscope.check/1"
+
+
+def number(value: float | None) -> float | str | None:
+    """A float for JSON: finite floats as they are, NaN/Inf as strings, None as None."""
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def finding_to_dict(finding: "Finding") -> dict[str, Any]:
+    """``{"check", "severity", "module", "parameter", "message", "value", "threshold"}``."""
+    return {"check": finding.check, "severity": finding.severity, "module": finding.module,
+            "parameter": finding.parameter, "message": finding.message, "value": number(finding.value),
+            "threshold": number(finding.threshold)}
+
+
+def inspect_to_dict(report: "InspectReport") -> dict[str, Any]:
+    """The ``gradscope.inspect/1`` document."""
+    return {
+        "schema": INSPECT_SCHEMA,
+        "model": report.model,
+        "step": report.step,
+        "loss": number(report.loss),
+        "total_grad_norm": number(report.total_grad_norm),
+        "modules": [{"name": m.name, "type": m.type, "grad_output_norm": number(m.grad_output_norm),
+                     "grad_input_norm": number(m.grad_input_norm), "nonfinite": m.nonfinite}
+                    for m in report.modules],
+        "parameters": [{"name": p.name, "module": p.module, "shape": list(p.shape), "has_grad": p.has_grad,
+                        "grad_norm": number(p.grad_norm), "grad_mean": number(p.grad_mean),
+                        "grad_std": number(p.grad_std), "grad_abs_max": number(p.grad_abs_max),
+                        "nonfinite": p.nonfinite, "zero_fraction": number(p.zero_fraction),
+                        "param_norm": number(p.param_norm), "grad_to_param": number(p.grad_to_param)}
+                       for p in report.parameters],
+        "findings": [finding_to_dict(f) for f in report.findings],
+    }
+
+
+def origin_to_dict(origin: "NonFiniteOrigin | None") -> dict[str, Any] | None:
+    """``{"step", "phase", "module", "node", "source", "kind"}`` or None."""
+    if origin is None:
+        return None
+    return {"step": origin.step, "phase": origin.phase, "module": origin.module, "node": origin.node,
+            "source": origin.source, "kind": origin.kind}
+
+
+def watch_to_dict(report: "WatchReport") -> dict[str, Any]:
+    """The ``gradscope.watch/1`` document."""
+    return {
+        "schema": WATCH_SCHEMA,
+        "steps_run": report.steps_run,
+        "status": report.status,
+        "first_nonfinite": origin_to_dict(report.first_nonfinite),
+        "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm)}
+                    for r in report.history],
+        "bundle": report.bundle,
+    }
+
+
+def step_to_dict(record: "StepRecord") -> dict[str, Any]:
+    """One ``--log`` line: ``{"schema", "step", "loss", "total_grad_norm", "layers", "nonfinite"}``."""
+    return {"schema": WATCH_STEP_SCHEMA, "step": record.step, "loss": number(record.loss),
+            "total_grad_norm": number(record.total_grad_norm),
+            "layers": {name: number(norm) for name, norm in record.layer_norms},
+            "nonfinite": record.nonfinite}
+
+
+def clip_to_dict(report: "ClipReport") -> dict[str, Any]:
+    """The ``gradscope.clip/1`` document."""
+    return {
+        "schema": CLIP_SCHEMA,
+        "mode": report.mode,
+        "scope": report.scope,
+        "max": number(report.max),
+        "total_norm_before": number(report.total_norm_before),
+        "total_norm_after": number(report.total_norm_after),
+        "parameters": [{"name": p.name, "norm_before": number(p.norm_before), "norm_after": number(p.norm_after)}
+                       for p in report.parameters],
+    }
+
+
+def check_to_dict(report: "CheckReport") -> dict[str, Any]:
+    """The ``gradscope.check/1`` document."""
+    return {
+        "schema": CHECK_SCHEMA,
+        "passed": report.passed,
+        "checks": [{"name": c.name, "status": c.status, "message": c.message} for c in report.checks],
+        "findings": [finding_to_dict(f) for f in report.findings],
+    }
