@@ -13,9 +13,9 @@ A condition is one or more clauses joined by ``and``:
   the forward pass, ``pre`` = grad_output before the module's backward, ``post`` =
   grad_input after it).
 
-Without a phase, value clauses (nan, inf, norm) check both ``pre`` and ``post`` points, and
-a condition made only of ``module``/``type`` clauses stops at ``pre`` (entering the module's
-backward).
+Without a phase, ``nan``/``inf``/``norm`` check both ``pre`` and ``post`` points, a
+``grad_output``/``grad_input``/``output`` norm checks its own phase, and a condition made
+only of ``module``/``type`` clauses stops at ``pre`` (entering the module's backward).
 """
 from __future__ import annotations
 

@@ -676,18 +676,16 @@ class DebugSession:
         title = self.banner().removeprefix("stopped at ")
         return GradsView(title=title, groups=tuple(groups), notes=tuple(notes))
 
-    def _param_status(self, call: Call | None, param: Tensor) -> str:
-        if param.requires_grad is False:
+    def _param_status(self, param: Tensor) -> str:
+        """``"accumulated"`` in this pass, ``"pending"``, ``"not used"`` or ``"frozen"``."""
+        if not param.requires_grad:
             return "frozen"
-        nodes = call.nodes if call is not None else (self._reachable or set())
-        for node in nodes:
-            if getattr(node, "variable", None) is param:
-                return "accumulated" if node in self._ran else "pending"
-        for other in self._calls():
-            for node in other.own_nodes:
-                if getattr(node, "variable", None) is param:
-                    return "accumulated" if node in self._ran else "pending"
-        return "not used"
+        accumulators = {id(getattr(node, "variable", None)): node for call in self.tracker.calls
+                        for node in call.own_nodes if getattr(node, "variable", None) is not None}
+        node = accumulators.get(id(param))
+        if node is None:
+            return "not used"
+        return "accumulated" if node in self._ran else "pending"
 
     def layer_table(self) -> LayerTable:
         """Every module call of the pass in forward order: the answer to ``table``."""
@@ -706,7 +704,7 @@ class DebugSession:
             else:
                 status = "pending"
             accumulated = [p.grad.data for p in call.module.parameters(recurse=False)
-                           if p.grad is not None and self._param_status(call, p) == "accumulated"]
+                           if p.grad is not None and self._param_status(p) == "accumulated"]
             rows.append(LayerRow(module=call.display, module_type=call.type_name, status=status,
                                  grad_output_norm=state.grad_output_norm, grad_input_norm=state.grad_input_norm,
                                  param_grad_norm=total_norm(accumulated) if accumulated else None,
@@ -728,7 +726,7 @@ class DebugSession:
         rows = []
         for name, param in module.named_parameters():
             grad = param.grad
-            status = self._param_status(call, param) if self.state != "finished" else \
+            status = self._param_status(param) if self.state != "finished" else \
                 ("accumulated" if grad is not None else "no grad")
             if grad is None:
                 rows.append(ParamRow(prefix + name, tuple(param.shape), status if status != "accumulated"
