@@ -249,7 +249,7 @@ def _inplace(input: Tensor, compute: Any) -> Tensor:
         with grad_mode.no_grad():
             np.copyto(input.data, compute(input).data, casting="unsafe")
 
-    return inplace._apply(input, None, lambda: compute(input), fast)
+    return inplace._apply(input, None, compute, fast)
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
