@@ -73,7 +73,12 @@ def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], com
 
     workload = load_model_file(model_file)
     batch = workload.batch(step)
+
+    def locate(module_path: str) -> str | None:
+        line = workload.module_line(module_path)
+        return None if line is None else f"{workload.path}:{line}"
+
     shell = DebuggerShell(RichPresenter(app.out), commands=script)
     run_debug_step(workload.model, lambda: workload.loss(batch), shell, conditions=list(conditions), step=step,
-                   backward=workload.backward)
+                   backward=workload.backward, locate=locate)
     app.exit(ExitCode.OK)

@@ -140,16 +140,20 @@ class DebugSession:
         snapshot_each_pass: take a snapshot of the gradients at the start of every backward
             pass, to restore on ``quit`` (library use inside a training loop).
         step: the training step number, shown by ``where``.
+        locate: ``fn(module_path) -> "file:line" | None`` where a module is defined (see
+            ``ForwardTracker``).
     """
 
     def __init__(self, model: Module, interface: Interface, *, conditions: tuple | list = (),
-                 stop_at_start: bool = False, snapshot_each_pass: bool = True, step: int | None = None) -> None:
+                 stop_at_start: bool = False, snapshot_each_pass: bool = True, step: int | None = None,
+                 locate: Callable[[str], str | None] | None = None) -> None:
         self.model = model
         self.interface = interface
         self.breakpoints = BreakpointTable()
         for condition in conditions:
             self.breakpoints.add(condition)
-        self.tracker = ForwardTracker(model, on_call_end=self._on_call_end, on_pass_start=self._on_pass_start)
+        self.tracker = ForwardTracker(model, on_call_end=self._on_call_end, on_pass_start=self._on_pass_start,
+                                      locate=locate)
         self.parameter_names = {id(p): name for name, p in model.named_parameters()}
         self.stop_at_start = stop_at_start
         self.snapshot_each_pass = snapshot_each_pass
@@ -772,14 +776,16 @@ class DebugSession:
 
 def run_debug_step(model: Module, compute_loss: Callable[[], Tensor], interface: Interface, *,
                    conditions: tuple | list = (), stop_at_start: bool | None = None, step: int | None = None,
-                   backward: Callable[[Tensor], None] | None = None) -> str:
+                   backward: Callable[[Tensor], None] | None = None,
+                   locate: Callable[[str], str | None] | None = None) -> str:
     """Debug one forward + backward of ``model``.
 
     Attaches a session, runs ``compute_loss()`` (the forward pass; node creation sites are
     recorded), stops before backward when there are no breakpoint conditions (or
     ``stop_at_start``), runs backward through the breakpoints, then hands the finished state to
     ``interface.interact`` for a last look. ``backward(loss)`` runs the backward pass (default
-    ``loss.backward()``). Every hook is removed at the end, whatever happens.
+    ``loss.backward()``); ``locate`` is passed to the session. Every hook is removed at the end,
+    whatever happens.
     On ``quit``, on an error and on Ctrl-C the parameters' values and gradients and the buffers
     are restored to what they were before the call.
 
@@ -788,7 +794,7 @@ def run_debug_step(model: Module, compute_loss: Callable[[], Tensor], interface:
     """
     session = DebugSession(model, interface, conditions=conditions,
                            stop_at_start=not conditions if stop_at_start is None else stop_at_start,
-                           snapshot_each_pass=False, step=step)
+                           snapshot_each_pass=False, step=step, locate=locate)
     session.snapshot = Snapshot.take(model, values=True)
     completed = False
     try:

@@ -82,8 +82,9 @@ def format_grads(view: GradsView) -> str:
                 missing.append(f"{entry.label}: {entry.reason}")
                 continue
             label = entry.label + (" (edited)" if entry.edited else "")
+            value_range = f"[{number(entry.low)}, {number(entry.high)}]"
             rows.append([label, str(list(entry.shape)), number(entry.norm), number(entry.mean), number(entry.abs_max),
-                         str(entry.nonfinite), sparkline(entry.histogram), f"[{number(entry.low)}, {number(entry.high)}]"])
+                         str(entry.nonfinite), sparkline(entry.histogram), value_range])
     if rows:
         lines += _table(["tensor", "shape", "norm", "mean", "abs max", "non-finite", "histogram", "range"], rows)
     lines += missing

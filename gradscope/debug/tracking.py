@@ -34,7 +34,8 @@ class Call:
         module: the module itself.
         occurrence: how many earlier calls of the same module this pass had (0 for the first).
         parent: the enclosing call, None for a top-level call.
-        source: ``"file:line"`` of the user code that made the call.
+        source: ``"file:line"`` of the user code that made the call (or, when gradscope's own
+            code made it, where the module is defined).
         n_inputs: number of positional arguments (the length of ``grad_input``).
         has_grad_inputs: whether a positional tensor argument requires grad.
         has_grad_outputs: whether an output requires grad (backward will visit the call).
@@ -89,9 +90,9 @@ def flatten_tensors(value: Any) -> list:
     return []
 
 
-def call_site(module: Module) -> str:
-    """``file:line`` of the innermost user frame on the stack (outside gradscope and the
-    standard library); the module's ``forward`` definition when there is none."""
+def call_site() -> str | None:
+    """``file:line`` of the innermost user frame on the stack (outside gradscope, the standard
+    library and installed packages), or None when there is none."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -99,11 +100,20 @@ def call_site(module: Module) -> str:
                 and not filename.startswith(_LIBRARY_DIRS):
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
+    return None
+
+
+def forward_definition(module: Module) -> str | None:
+    """``file:line`` of the module's ``forward`` when the user wrote it (not a gradscope layer)."""
     forward = type(module).forward
     try:
-        return f"{inspect.getsourcefile(forward)}:{inspect.getsourcelines(forward)[1]} (forward)"
+        filename = inspect.getsourcefile(forward)
+        line = inspect.getsourcelines(forward)[1]
     except (OSError, TypeError):
-        return "unknown"
+        return None
+    if filename is None or filename.startswith(_PACKAGE_DIR):
+        return None
+    return f"{filename}:{line} (forward)"
 
 
 class ForwardTracker:
@@ -114,11 +124,15 @@ class ForwardTracker:
         on_call_end: ``fn(call, output)`` called when a call returns (after its walk).
         on_pass_start: ``fn() -> bool`` called before a top-level call starts; when it returns
             True the calls recorded so far are forgotten.
+        locate: ``fn(module_path) -> "file:line" | None``, where the module is defined; used
+            for the source of a call made from gradscope's own code (``nn.Sequential``).
     """
 
     def __init__(self, model: Module, on_call_end: Callable[[Call, Any], None] | None = None,
-                 on_pass_start: Callable[[], bool] | None = None) -> None:
+                 on_pass_start: Callable[[], bool] | None = None,
+                 locate: Callable[[str], str | None] | None = None) -> None:
         self.model = model
+        self.locate = locate
         self.on_call_end = on_call_end
         self.on_pass_start = on_pass_start
         self.paths: dict[int, str] = {}
@@ -168,10 +182,19 @@ class ForwardTracker:
             self.reset()
         occurrence = sum(1 for call in self.calls if call.module is module)
         call = Call(index=len(self.calls), path=path, module=module, occurrence=occurrence,
-                    parent=self._stack[-1] if self._stack else None, source=call_site(module))
+                    parent=self._stack[-1] if self._stack else None, source=self._source(path, module))
         self.calls.append(call)
         self._stack.append(call)
         return None
+
+    def _source(self, path: str, module: Module) -> str:
+        site = call_site()
+        if site is not None:
+            return site
+        defined = self.locate(path) if self.locate is not None else None
+        if defined is not None:
+            return f"{defined} (defined here)"
+        return forward_definition(module) or "unknown (called from gradscope)"
 
     def _forward_post(self, module: Module, args: tuple, kwargs: dict, output: Any) -> None:
         if not self._stack or self._stack[-1].module is not module or self.suspended:
