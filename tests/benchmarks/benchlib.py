@@ -318,16 +318,17 @@ def format_results(results: list[Result]) -> str:
                 text = "n/a" if name in result.skipped or name in result.failed else "-"
             cells.append(f"{text:>{widths[name]}}")
         lines.append(f"{result.name:<10}" + "".join(cells))
+    label_width = max([26] + [len(label) + 2 for result in results for label in result.ratios])
     lines += ["", "median of per-block ratios (lower = first one faster)",
-              f"{'workload':<10}{'ratio':<26}{'median':>8}{'range':>18}{'target':>9}  status",
-              "-" * 80]
+              f"{'workload':<10}{'ratio':<{label_width}}{'median':>8}{'range':>18}{'target':>9}"
+              "  status", "-" * (label_width + 54)]
     for result in results:
         for label, summary in result.ratios.items():
             target = summary["target"]
             status = "" if target is None else ("ok" if summary["met"] else "MISSED")
             value_range = f"{summary['min']:.2f}..{summary['max']:.2f}"
             target_text = "" if target is None else f"<={target:.2f}"
-            lines.append(f"{result.name:<10}{label:<26}{summary['median']:>8.2f}"
+            lines.append(f"{result.name:<10}{label:<{label_width}}{summary['median']:>8.2f}"
                          f"{value_range:>18}{target_text:>9}  {status}")
     notes = []
     for result in results:
