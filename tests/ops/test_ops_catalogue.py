@@ -3,7 +3,9 @@
 Every catalogue entry (op x input shapes x keyword arguments) goes through three checks:
 
 1. forward (float32) against a numpy reference written independently of gradscope;
-2. backward (float64) against central finite differences of that numpy reference;
+2. backward (float64) against central finite differences of that numpy reference (a weighted sum
+   of the outputs, so one backward covers every output), then the full Jacobian through
+   ``gs.autograd.gradcheck`` (which this also exercises on every op);
 3. values, dtypes and the gradients of every input against PyTorch (float32), when torch is
    importable.
 
@@ -505,6 +507,9 @@ def test_backward_matches_finite_differences(op: Op, shapes: tuple, kwargs: dict
         assert t.grad.dtype == gs.float64, f"input {i}: grad dtype {t.grad.dtype}"
         numeric = central_differences(weighted_reference, arrays, i)
         np.testing.assert_allclose(t.grad.numpy(), numeric, rtol=1e-5, atol=1e-6, err_msg=f"grad of input {i}")
+
+    fresh = [gs.tensor(a, requires_grad=True) for a in arrays]
+    assert gs.autograd.gradcheck(lambda *xs: op.fn(gs, *xs, **kwargs), fresh) is True
 
 
 # --------------------------------------------------------------------------------------------------

@@ -58,6 +58,11 @@ PROMOTIONS: list[tuple[str, Callable[[Any], Any]]] = [
     ("f32+f64_0d", lambda T: T.tensor([1.0, 2.0]) + T.tensor(np.float64(1.0))),
     ("f64+pyfloat", lambda T: T.tensor(np.array([1.0, 2.0])) * 3.0),
     ("f64.exp", lambda T: T.tensor(np.array([1.0, 2.0])).exp()),
+    ("f64_0d.exp+pyfloat", lambda T: T.tensor(np.float64(0.5)).exp() + 1.0),
+    ("f64_0d*f64_0d*pyfloat", lambda T: T.tensor(np.float64(0.5)) * T.tensor(np.float64(3.0)) * 2.0),
+    ("pyfloat/(f64_0d*f64_0d+1)", lambda T: 1.0 / (T.tensor(np.float64(1.3)) * T.tensor(np.float64(1.3)) + 1.0)),
+    ("i64_0d*i64_0d+pyint", lambda T: T.tensor(3) * T.tensor(4) + 1),
+    ("f32_0d*f32_0d+pyfloat", lambda T: T.tensor(0.5) * T.tensor(3.0) + 1.0),
     ("f64.mean", lambda T: T.tensor(np.array([1.0, 2.0])).mean()),
     ("f64@f64", lambda T: T.tensor(np.eye(2)) @ T.tensor(np.array([1.0, 2.0]))),
     ("i64.sum", lambda T: T.tensor([1, 2]).sum()),
@@ -81,7 +86,7 @@ def test_result_dtype_matches_torch(name: str, make: Callable[[Any], Any]) -> No
     got, want = make(gs), make(torch)
     assert dtype_name(got.dtype) == dtype_name(want.dtype), name
     assert tuple(got.shape) == tuple(want.shape)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12 if dtype_name(want.dtype) == "float64" else 1e-6)
 
 
 def test_float64_kept_through_ops_and_grads() -> None:
