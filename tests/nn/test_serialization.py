@@ -5,6 +5,7 @@ import io
 import json
 import math
 import zipfile
+from pathlib import Path
 from collections import OrderedDict
 
 import numpy as np
@@ -193,3 +194,47 @@ def test_refuses_malformed_headers(tmp_path):
 def test_torch_style_keyword_arguments_are_accepted(tmp_path):
     save({"a": gs.ones(1)}, tmp_path / "a.npz")
     assert load(tmp_path / "a.npz", map_location="cpu", weights_only=True)["a"].tolist() == [1.0]
+
+
+# ---------------------------------------------------------------- weights exported from PyTorch
+def _torch_style_models():
+    """The torch-style model file, once for torch and once for gradscope (imports swapped)."""
+    torch = pytest.importorskip("torch")
+    source = (Path(__file__).parent / "torch_style_models.py").read_text()
+    imports = "import torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+    ours = {}
+    exec(compile(source.replace(imports, "import gradscope as torch\nfrom gradscope import nn\n"
+                                         "import gradscope.nn.functional as F\n"), "<gs>", "exec"), ours)
+    theirs = {}
+    exec(compile(source, "<torch>", "exec"), theirs)
+    return torch, ours, theirs
+
+
+@pytest.mark.parametrize("name", ["MLP", "SmallCNN", "SequenceModel", "TransformerBlock"])
+def test_npz_exported_from_torch_state_dict_gives_same_outputs(tmp_path, name):
+    torch, ours_ns, theirs_ns = _torch_style_models()
+    theirs = theirs_ns[name]()
+    if name == "SmallCNN":
+        theirs.train()
+        theirs(torch.randn(8, 1, 10, 10))
+    theirs.eval()
+    path = tmp_path / f"{name}.npz"
+    np.savez(path, **{key: value.detach().numpy() for key, value in theirs.state_dict().items()})
+    ours = ours_ns[name]()
+    result = ours.load_state_dict(load(path))
+    assert not result.missing_keys and not result.unexpected_keys
+    ours.eval()
+    rng = np.random.default_rng(0)
+    inputs = {"MLP": lambda: rng.standard_normal((4, 20)).astype(np.float32),
+              "SmallCNN": lambda: rng.standard_normal((3, 1, 10, 10)).astype(np.float32),
+              "SequenceModel": lambda: rng.integers(0, 30, (3, 6)),
+              "TransformerBlock": lambda: rng.integers(1, 40, (2, 8))}[name]()
+    expected = theirs(torch.tensor(inputs)).detach().numpy()
+    np.testing.assert_allclose(ours(gs.tensor(inputs)).data, expected, rtol=1e-4, atol=1e-5)
+    if name == "SmallCNN":
+        assert int(ours.bn1.num_batches_tracked) == 1 and ours.bn1.num_batches_tracked.dtype == gs.int64
+    save(ours.state_dict(), tmp_path / "again.npz")
+    reloaded = theirs_ns[name]()
+    reloaded.load_state_dict({k: torch.from_numpy(np.array(v.data)) for k, v in load(tmp_path / "again.npz").items()})
+    reloaded.eval()
+    np.testing.assert_allclose(reloaded(torch.tensor(inputs)).detach().numpy(), expected, rtol=1e-6, atol=1e-7)
