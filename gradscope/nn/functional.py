@@ -483,7 +483,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         return nll
     ignored = target.data == ignore_index
     weighted = log_probs if weight is None else arith.mul(log_probs, shape.reshape(weight, _class_shape(input)))
-    smooth = indexing.masked_fill(arith.neg(reductions.sum(weighted, class_dim)), Tensor._make(ignored), 0.0)
+    smooth = indexing.masked_fill(reductions.sum(arith.neg(weighted), class_dim), Tensor._make(ignored), 0.0)
     if reduction == "mean":
         if weight is None:
             denominator = float((~ignored).sum())
@@ -492,7 +492,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         smooth = arith.div(reductions.sum(smooth), denominator)
     elif reduction == "sum":
         smooth = reductions.sum(smooth)
-    return arith.add(arith.mul(nll, 1.0 - label_smoothing), arith.mul(smooth, label_smoothing / classes))
+    # (1 - s) * nll + s * smooth / C; add/sub/div keep a 0-d float64 loss float64 (mul of a 0-d tensor does not)
+    return arith.add(nll, arith.sub(arith.div(smooth, float(classes)), nll), alpha=label_smoothing)
 
 
 def _cross_entropy_probabilities(input: Tensor, log_probs: Tensor, target: Tensor, weight: Tensor | None,
@@ -506,8 +507,8 @@ def _cross_entropy_probabilities(input: Tensor, log_probs: Tensor, target: Tenso
     if weight is not None:
         product = arith.mul(product, shape.reshape(weight, _class_shape(input)))
     if reduction == "none":
-        return arith.neg(reductions.sum(product, class_dim))
-    total = arith.neg(reductions.sum(product))
+        return reductions.sum(arith.neg(product), class_dim)
+    total = reductions.sum(arith.neg(product))
     if reduction == "sum":
         return total
     batch = input.data.size // classes if classes else 0
