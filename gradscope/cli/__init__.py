@@ -13,6 +13,8 @@ from gradscope.cli.app import App, ExitCode
 from gradscope.cli.debug import debug
 from gradscope.cli.graph import graph
 from gradscope.cli.inspect import inspect_command
+from gradscope.cli.replay import replay
+from gradscope.cli.watch import watch
 
 __all__ = ["App", "ExitCode", "main"]
 
@@ -58,7 +60,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     app.debug = app.debug or debug
 
 
-for command in (inspect_command, debug, graph):
+for command in (inspect_command, watch, replay, debug, graph):
     cli.add_command(command)
 
 

@@ -1,6 +1,7 @@
 """Helpers the command modules share once they run (imported lazily by the commands)."""
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 
@@ -26,3 +27,11 @@ def export_view(view: RenderableType, path: str, title: str) -> None:
         console.save_svg(path, title=title)
     else:
         console.save_html(path)
+
+
+def quiet_numpy() -> contextlib.AbstractContextManager:
+    """Silence numpy's floating-point warnings (overflow, invalid value) while a model runs:
+    gradscope reports non-finite values itself."""
+    import numpy as np
+
+    return np.errstate(all="ignore")

@@ -1,0 +1,50 @@
+"""``gradscope replay BUNDLE MODEL``: run the failing step saved by ``watch`` again, exactly."""
+from __future__ import annotations
+
+import click
+
+from gradscope.cli.app import App, ExitCode
+from gradscope.cli.options import debug_option, format_option, model_argument
+
+
+@click.command("replay")
+@click.argument("bundle", type=click.Path(dir_okay=False))
+@model_argument
+@format_option("table", "json")
+@debug_option
+@click.pass_obj
+def replay(app: App, bundle: str, model_file: str, output_format: str) -> None:
+    """Reproduce the step stored in BUNDLE (written by `watch --nan/--inf`) on MODEL.
+
+    Restores the parameters, buffers, optimizer state, batch and random generator state saved
+    before the failing step, runs that step again and reports where the non-finite value
+    started, in the same format as `watch` (schema gradscope.watch/1). Exits 1 when the step
+    produces a non-finite value again, 0 when it does not.
+
+    \b
+    Examples:
+      gradscope watch sample_models/nan_backward.py --steps 5 --nan --bundle nan.npz
+      gradscope replay nan.npz sample_models/nan_backward.py
+      gradscope replay nan.npz sample_models/nan_backward.py --format json
+    """
+    from gradscope.cli.common import quiet_numpy
+    from gradscope.loading import load_model_file
+    from gradscope.monitor.watch import replay as replay_bundle
+    from gradscope.render.tables import watch_line, watch_summary
+
+    workload = load_model_file(model_file)
+    with quiet_numpy():
+        report = replay_bundle(workload, bundle)
+    if output_format == "json":
+        from gradscope.render.data import watch_to_dict
+
+        app.echo_json(watch_to_dict(report))
+        app.err.print(watch_summary(report))
+    else:
+        for record in report.history:
+            app.out.print(watch_line(record), markup=False, soft_wrap=True)
+        app.out.print(watch_summary(report))
+    if report.status == "ok":
+        app.note(f"step {report.history[0].step} of {bundle} ran without a non-finite value: not reproduced")
+        app.exit(ExitCode.OK)
+    app.exit(ExitCode.FINDINGS)

@@ -1,0 +1,341 @@
+"""``watch`` and ``replay``: train step by step, detect non-finite values cheaply, localise them.
+
+Each step computes what training needs anyway plus one squared norm per parameter gradient; a
+NaN or Inf anywhere makes that norm non-finite. Only then is the step run again from its
+snapshot with full instrumentation (:func:`localize`), first the forward pass, then the backward
+pass under anomaly mode.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from gradscope.loading import Batch, Workload
+from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFiniteTracer
+from gradscope.monitor.records import NonFiniteOrigin, StepRecord, WatchReport
+from gradscope.monitor.snapshot import Snapshot
+from gradscope.monitor.stats import module_of, nonfinite_kind, squared_norm, tensors_in, to_numpy
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How ``watch`` trains and what stops it.
+
+    Attributes:
+        steps: number of training steps.
+        lr: learning rate of the default SGD optimizer (ignored with ``make_optimizer``).
+        nan: stop at the first NaN (loss, activation, gradient or parameter) and localise it.
+        inf: the same for Inf.
+        clip: clip the total gradient norm to this value before each update (None: no clipping).
+        bundle: where to write the replay bundle of the failing step (None: no bundle).
+    """
+
+    steps: int = 10
+    lr: float = 0.01
+    nan: bool = False
+    inf: bool = False
+    clip: float | None = None
+    bundle: str | None = None
+
+
+class Watcher:
+    """Train a workload step by step; iterate :meth:`steps` and then read :meth:`report`.
+
+    Example::
+
+        watcher = Watcher(workload, WatchOptions(steps=20, nan=True))
+        for record in watcher.steps():
+            print(record.step, record.loss)
+        report = watcher.report()
+    """
+
+    def __init__(self, workload: Workload, options: WatchOptions) -> None:
+        self.workload = workload
+        self.options = options
+        self.history: list[StepRecord] = []
+        self.origin: NonFiniteOrigin | None = None
+        self.bundle: str | None = None
+        self.saw_nonfinite = False
+        self.optimizer: Any = None
+
+    @property
+    def stops_on_nonfinite(self) -> bool:
+        """True when ``--nan`` or ``--inf`` was given."""
+        return self.options.nan or self.options.inf
+
+    def steps(self) -> Iterator[StepRecord]:
+        """Run the training steps, yielding one record per finished step.
+
+        Stops early after the step where a watched non-finite value appeared (that step's record
+        is the last one yielded, and :attr:`origin` tells where it started).
+        """
+        model = self.workload.model
+        self.optimizer = self.workload.make_optimizer(self.options.lr)
+        parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        for step in range(self.options.steps):
+            batch = self.workload.batch(step)
+            snapshot = None
+            if self.stops_on_nonfinite:
+                snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label)
+            record, stop_kind = self._train_step(step, batch, parameters)
+            self.history.append(record)
+            if record.nonfinite is not None:
+                self.saw_nonfinite = True
+            if stop_kind is not None and snapshot is not None:
+                self.origin = localize(self.workload, snapshot, self.optimizer, phase_hint=record.nonfinite,
+                                       clip=self.options.clip)
+                if self.options.bundle is not None:
+                    snapshot.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
+                    self.bundle = self.options.bundle
+                yield record
+                return
+            yield record
+
+    def report(self, interrupted: bool = False) -> WatchReport:
+        """The report for the steps run so far."""
+        if interrupted:
+            status = "interrupted"
+        elif self.saw_nonfinite:
+            status = "nonfinite"
+        else:
+            status = "ok"
+        return WatchReport(model=self.workload.label, steps_run=len(self.history), status=status,
+                           first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle)
+
+    def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]]) -> tuple[StepRecord, str | None]:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.workload.loss(batch)
+        loss_value = float(loss.item())
+        self.workload.backward(loss)
+        squares = [(name, squared_norm(to_numpy(p.grad)) if p.grad is not None else None) for name, p in parameters]
+        total = sum(value for _, value in squares if value is not None)
+        layer_squares: dict[str, float] = {}
+        for name, value in squares:
+            if value is not None:
+                module = module_of(name)
+                layer_squares[module] = layer_squares.get(module, 0.0) + value
+        kinds: list[str] = []
+        where = None
+        if not math.isfinite(loss_value):
+            kinds.append("nan" if math.isnan(loss_value) else "inf")
+            where = "loss"
+        if not math.isfinite(total):
+            for (name, value), (_, p) in zip(squares, parameters):
+                if value is not None and not math.isfinite(value):
+                    kind = nonfinite_kind(to_numpy(p.grad))
+                    if kind is not None:
+                        kinds.append(kind)
+                        where = where or "gradient"
+        if self.options.clip is not None:
+            from gradscope.nn.utils import clip_grad_norm_
+
+            clip_grad_norm_([p for _, p in parameters], self.options.clip)
+        if not self._should_stop(kinds):
+            self.optimizer.step()
+            if self.stops_on_nonfinite and where is None:
+                for _, p in parameters:
+                    kind = nonfinite_kind(to_numpy(p)) if not math.isfinite(squared_norm(to_numpy(p))) else None
+                    if kind is not None:
+                        kinds.append(kind)
+                        where = "parameter"
+                        break
+        record = StepRecord(step=step, loss=loss_value, total_grad_norm=_sqrt(total),
+                            layer_norms=tuple((name, _sqrt(value)) for name, value in layer_squares.items()),
+                            nonfinite=where)
+        return record, ("stop" if self._should_stop(kinds) else None)
+
+    def _should_stop(self, kinds: list[str]) -> bool:
+        return ("nan" in kinds and self.options.nan) or ("inf" in kinds and self.options.inf)
+
+
+def localize(workload: Workload, snapshot: Snapshot, optimizer: Any, phase_hint: str | None = None,
+             clip: float | None = None) -> NonFiniteOrigin | None:
+    """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started.
+
+    1. Forward pass with global forward hooks (and line tracing of the model file): the first module
+       whose inputs are finite but whose output is not, and the line that produced it.
+    2. If the forward pass is finite: backward pass with global full backward hooks, parameter
+       tensor hooks and anomaly mode (``check_inf=True``): the first module whose ``grad_output``
+       is finite but ``grad_input`` is not, and the autograd node that produced it.
+    3. If the gradients are finite too: the optimizer step made a parameter non-finite.
+
+    The model and optimizer are left in the snapshot's state with gradients reset.
+    """
+    from gradscope import autograd
+
+    model = workload.model
+    step = snapshot.step
+    batch = _as_batch(snapshot.restore(model, optimizer))
+
+    data_kind = _first_nonfinite(batch.inputs)
+    if data_kind is not None:
+        origin = NonFiniteOrigin(step=step, phase="forward", module=None, node="input data", source=None,
+                                 kind=data_kind, detail=f"batch({step}) returned inputs that already hold {data_kind}")
+        snapshot.restore(model, optimizer)
+        return origin
+
+    forward = ForwardNonFiniteTracer(model, workload.path)
+    with forward:
+        loss = workload.loss(_tracking_inputs(batch))
+    loss_value = float(loss.item())
+    if forward.module_found or not math.isfinite(loss_value):
+        origin = _forward_origin(workload, forward, step, loss_value)
+        snapshot.restore(model, optimizer)
+        return origin
+
+    batch = _as_batch(snapshot.restore(model, optimizer))
+    backward = BackwardNonFiniteTracer(model)
+    with backward:
+        loss = workload.loss(batch)
+        workload.backward(loss)
+    batch = _as_batch(snapshot.restore(model, optimizer))
+    node = source = anomaly_module = None
+    kind = backward.kind
+    anomaly = BackwardNonFiniteTracer(model)
+    with anomaly, autograd.detect_anomaly(check_nan=True, check_inf=True):
+        loss = workload.loss(batch)
+        try:
+            loss.backward()
+        except RuntimeError as error:
+            node = getattr(error, "node_name", None)
+            source = _source_from_trace(workload, getattr(error, "trace", None))
+            kind = getattr(error, "kind", None) or kind
+            anomaly_module = anomaly.innermost_open()
+    if node is not None or backward.module_found or backward.parameter is not None:
+        module = anomaly_module if node is not None else backward.module
+        if module is None and backward.parameter is not None:
+            module = module_of(backward.parameter)
+        detail = f"the backward pass of {_module_words(module)} produced the first {kind}"
+        if node is not None:
+            detail += f" in {node}"
+        if backward.propagated:
+            detail += "; the modules listed after it only passed it on"
+        snapshot.restore(model, optimizer)
+        return NonFiniteOrigin(step=step, phase="backward", module=module, node=node, source=source,
+                               kind=kind or "nan", propagated=tuple(backward.propagated), detail=detail)
+
+    batch = _as_batch(snapshot.restore(model, optimizer))
+    origin = _update_origin(workload, optimizer, batch, step, clip)
+    snapshot.restore(model, optimizer)
+    return origin
+
+
+def replay(workload: Workload, bundle: str | Path) -> WatchReport:
+    """Run the step stored in a replay bundle again and report where its non-finite value started.
+
+    The step runs with cheap detection first (as in ``watch``), then :func:`localize` if
+    anything was non-finite. Status ``"ok"`` means the step did not reproduce a NaN/Inf.
+    """
+    snapshot, meta = Snapshot.load(bundle)
+    optimizer = workload.make_optimizer(float(meta.get("lr", 0.01)))
+    options = WatchOptions(steps=1, lr=float(meta.get("lr", 0.01)), nan=True, inf=True, clip=meta.get("clip"))
+    watcher = Watcher(workload, options)
+    watcher.optimizer = optimizer
+    parameters = [(name, p) for name, p in workload.model.named_parameters() if p.requires_grad]
+    batch = _as_batch(snapshot.restore(workload.model, optimizer))
+    record, _ = watcher._train_step(snapshot.step, batch, parameters)
+    origin = None
+    if record.nonfinite is not None:
+        origin = localize(workload, snapshot, optimizer, phase_hint=record.nonfinite, clip=options.clip)
+    return WatchReport(model=workload.label, steps_run=1, status="nonfinite" if record.nonfinite else "ok",
+                       first_nonfinite=origin, history=(record,), bundle=str(bundle))
+
+
+def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: int, loss_value: float) -> NonFiniteOrigin:
+    source = _relative_source(tracer.source) if tracer.source is not None else None
+    if tracer.module_found:
+        kind = tracer.kind or "nan"
+        node = tracer.node or tracer.source_node
+        detail = f"{_module_words(tracer.module)} turned finite inputs into {kind}"
+        if tracer.parameter_nonfinite:
+            detail += " (one of its own parameters is already non-finite)"
+        if tracer.propagated:
+            detail += "; the modules listed after it only passed it on"
+        return NonFiniteOrigin(step=step, phase="forward", module=tracer.module, node=node, source=source,
+                               kind=kind, propagated=tuple(tracer.propagated), detail=detail)
+    kind = "nan" if math.isnan(loss_value) else "inf"
+    return NonFiniteOrigin(step=step, phase="forward", module=None, node=tracer.source_node, source=source,
+                           kind=tracer.source_kind or kind,
+                           detail=f"the model's outputs are finite; the loss computation produced {kind}")
+
+
+def _update_origin(workload: Workload, optimizer: Any, batch: Batch, step: int,
+                   clip: float | None) -> NonFiniteOrigin | None:
+    model = workload.model
+    workload.backward(workload.loss(batch))
+    if clip is not None:
+        from gradscope.nn.utils import clip_grad_norm_
+
+        clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip)
+    optimizer.step()
+    for name, p in model.named_parameters():
+        kind = nonfinite_kind(to_numpy(p))
+        if kind is not None:
+            return NonFiniteOrigin(step=step, phase="update", module=module_of(name),
+                                   node=f"{type(optimizer).__name__}.step", source=None, kind=kind,
+                                   detail=f"the optimizer step made {name} {kind} although its gradient was finite "
+                                          "(the update overflowed: lower the learning rate or clip the gradients)")
+    return None
+
+
+def _as_batch(raw: Any) -> Batch:
+    inputs, targets = raw
+    return Batch(inputs=tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,), targets=targets, raw=raw)
+
+
+def _tracking_inputs(batch: Batch) -> Batch:
+    """The batch with floating-point input tensors made to require grad, so that every forward
+    operation records a node whose name can be reported."""
+    def track(value: Any) -> Any:
+        if hasattr(value, "requires_grad_") and value.is_floating_point() and not value.requires_grad:
+            return value.detach().requires_grad_()
+        return value
+
+    inputs = tuple(track(value) for value in batch.inputs)
+    raw_inputs = batch.raw[0]
+    raw = (inputs if isinstance(raw_inputs, (tuple, list)) else inputs[0], batch.raw[1])
+    return Batch(inputs=inputs, targets=batch.targets, raw=raw)
+
+
+def _first_nonfinite(values: tuple) -> str | None:
+    for value in values:
+        for tensor in tensors_in(value):
+            kind = nonfinite_kind(to_numpy(tensor))
+            if kind is not None:
+                return kind
+    return None
+
+
+def _source_from_trace(workload: Workload, trace: Any) -> str | None:
+    if not trace:
+        return None
+    frames = list(trace)
+    if workload.path is not None:
+        in_file = [frame for frame in frames if Path(frame.filename) == workload.path]
+        if in_file:
+            return _relative_source((in_file[-1].filename, in_file[-1].lineno))
+    return _relative_source((frames[-1].filename, frames[-1].lineno))
+
+
+def _relative_source(source: tuple[str, int]) -> str:
+    filename, line = source
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:
+        relative = filename
+    return f"{filename if relative.startswith('..') else relative}:{line}"
+
+
+def _module_words(module: str | None) -> str:
+    if module is None:
+        return "code outside the model's modules"
+    return f"module {module!r}" if module else "the model's own forward"
+
+
+def _sqrt(value: float) -> float:
+    return math.sqrt(value) if not math.isnan(value) else math.nan

@@ -1,0 +1,29 @@
+# A model whose forward pass is finite but whose backward pass produces NaN: a "safe log" written
+# as gs.where(h > 0, gs.log(h), 0). The forward value is fine, but where ReLU outputs exactly 0,
+# log(0) = -inf is computed anyway and its gradient 0 * (1 / 0) is NaN.
+# What you should see: `watch --steps 3 --nan` stops at step 0 in phase "backward" with node
+# LogBackward0, module "safe_log" and the line with `gs.log` in this file; `inspect` shows NaN
+# gradients in every layer before it.
+import gradscope as gs
+from gradscope import nn
+
+gs.manual_seed(0)
+
+
+class SafeLog(nn.Module):
+    def forward(self, h):
+        return gs.where(h > 0, gs.log(h), gs.zeros_like(h))
+
+
+model = nn.Sequential()
+model.add_module("hidden", nn.Linear(4, 16))
+model.add_module("relu", nn.ReLU())
+model.add_module("safe_log", SafeLog())
+model.add_module("out", nn.Linear(16, 1))
+loss_fn = nn.MSELoss()
+
+
+def batch(step):
+    generator = gs.Generator().manual_seed(6000 + step)
+    inputs = gs.randn(16, 4, generator=generator)
+    return inputs, inputs.sum(dim=1, keepdim=True)

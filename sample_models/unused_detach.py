@@ -1,0 +1,30 @@
+# Two classic wiring bugs: an auxiliary head that is built but never used, and a .detach() that
+# cuts the encoder off from the loss.
+# What you should see: `inspect` and `check` report "no_grad" for encoder.0.weight,
+# encoder.0.bias, aux_head.weight and aux_head.bias; the head trains normally.
+import gradscope as gs
+from gradscope import nn
+
+gs.manual_seed(0)
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+        self.aux_head = nn.Linear(16, 2)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, inputs):
+        features = self.encoder(inputs).detach()
+        return self.head(features)
+
+
+model = Classifier()
+loss_fn = nn.CrossEntropyLoss()
+
+
+def batch(step):
+    generator = gs.Generator().manual_seed(8000 + step)
+    inputs = gs.randn(32, 8, generator=generator)
+    return inputs, gs.randint(0, 3, (32,), generator=generator)
