@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -43,27 +44,21 @@ def _notes(notes: tuple) -> list:
 
 
 def render_position(p: Position) -> RenderableType:
-    """``where``: a heading line and one row per known field."""
+    """``where``: a heading line and one line per known field."""
     if p.phase is None:
         head = Text(p.state, style="bold")
     else:
         head = Text.assemble((p.state, "bold"), ", ", (p.phase, "bold magenta"), " point of ",
                              (p.module or "(no module)", "bold cyan"),
                              f" ({p.module_type})" if p.module_type else "")
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="dim")
-    grid.add_column()
-    fields = [("node", p.node), ("modules", f"{p.modules_done} done, {p.modules_pending} pending"),
-              ("source", p.source), ("reason", p.reason), ("step", None if p.step is None else str(p.step)),
-              ("loss", None if p.loss is None else number(p.loss))]
-    for name, value in fields:
-        if value is not None:
-            grid.add_row(name, Text(value))
-    for note in p.notes:
-        grid.add_row("note", Text(note, style="yellow"))
-    for edit in p.edits:
-        grid.add_row("edited", Text(edit, style="magenta"))
-    return Group(head, grid)
+    fields = [("node", p.node, ""), ("modules", f"{p.modules_done} done, {p.modules_pending} pending", ""),
+              ("source", p.source, ""), ("reason", p.reason, ""), ("step", None if p.step is None else str(p.step), ""),
+              ("loss", None if p.loss is None else number(p.loss), "")]
+    fields += [("note", note, "yellow") for note in p.notes]
+    fields += [("edited", edit, "magenta") for edit in p.edits]
+    lines = [Text.assemble(("  " + f"{name}:".ljust(9), "dim"), (value, style))
+             for name, value, style in fields if value is not None]
+    return Group(head, *lines)
 
 
 def _nonfinite(count: int) -> Text:
@@ -222,26 +217,39 @@ def graph_to_dot(graph: AutogradGraph, max_depth: int | None = None, name: str =
 
 class RichPresenter:
     """Prints the debugger's output on a rich ``Console`` (the one adapter with side effects
-    in this module; the console comes from the caller)."""
+    in this module; the console comes from the caller). On a terminal, output fits the
+    terminal's width; otherwise (a transcript) nothing is wrapped or cut."""
 
     def __init__(self, console: Console, errors: Console | None = None) -> None:
         self.console = console
         self.errors = errors or console
 
+    def _print(self, console: Console, renderable: RenderableType) -> None:
+        if console.is_terminal:
+            console.print(renderable)
+            return
+        natural = Measurement.get(console, console.options.update_width(10_000), renderable).maximum
+        width = console.width
+        console.width = max(width, natural)
+        try:
+            console.print(renderable)
+        finally:
+            console.width = width
+
     def show(self, view: Any) -> None:
-        self.console.print(render_view(view))
+        self._print(self.console, render_view(view))
 
     def info(self, text: str) -> None:
-        self.console.print(Text(text))
+        self._print(self.console, Text(text))
 
     def error(self, text: str) -> None:
         if text.startswith("warning:"):
-            self.errors.print(Text(text, style="yellow"))
+            self._print(self.errors, Text(text, style="yellow"))
         else:
-            self.errors.print(Text(f"error: {text}", style="bold red"))
+            self._print(self.errors, Text(f"error: {text}", style="bold red"))
 
     def banner(self, text: str) -> None:
-        self.console.print(Text(f"> {text}", style="bold yellow"))
+        self._print(self.console, Text(f"> {text}", style="bold yellow"))
 
     def echo(self, text: str) -> None:
-        self.console.print(Text(text, style="bold"))
+        self._print(self.console, Text(text, style="bold"))
