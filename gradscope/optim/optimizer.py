@@ -6,7 +6,7 @@ import copy
 import functools
 import warnings
 from collections import OrderedDict, defaultdict
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 

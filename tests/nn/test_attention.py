@@ -277,3 +277,19 @@ def test_errors_match_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model(q, k, v, key_padding_mask=gs.zeros(N, S, dtype=gs.bool), attn_mask=gs.zeros(L, S, dtype=gs.bool))
+
+
+def test_module_backward_hooks_see_what_torch_shows():
+    def log_for(lib, module):
+        log = []
+        module.register_full_backward_pre_hook(lambda m, go: log.append(("pre", [tuple(g.shape) for g in go])))
+        module.register_full_backward_hook(lambda m, gi, go: log.append(("full", [tuple(g.shape) for g in gi],
+                                                                        [tuple(g.shape) for g in go])))
+        q, k, v = (lib.tensor(a, requires_grad=True) for a in arrays)
+        out, weights = module(q, k, v)
+        (out.sum() + weights.sum()).backward()
+        return log
+
+    arrays = _qkv()
+    ours, theirs = _pair(E, HEADS)
+    assert log_for(gs, ours) == log_for(torch, theirs)

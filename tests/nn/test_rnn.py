@@ -329,3 +329,29 @@ def test_all_weights_and_flatten_parameters():
     model = nn.LSTM(3, 4, num_layers=2, bidirectional=True)
     assert len(model.all_weights) == 4 and model.all_weights[1][0] is model.weight_ih_l0_reverse
     model.flatten_parameters()
+
+
+def _hook_log(lib, module_lib, name, x):
+    log = []
+    model = getattr(module_lib, name)(3, 4, batch_first=True)
+    model.register_full_backward_pre_hook(lambda m, go: log.append(("pre", [None if g is None else tuple(g.shape)
+                                                                             for g in go])))
+    model.register_full_backward_hook(lambda m, gi, go: log.append(("full", [tuple(g.shape) for g in gi],
+                                                                    [None if g is None else tuple(g.shape)
+                                                                     for g in go])))
+    out, _ = model(x)
+    out.sum().backward()
+    return log
+
+
+@pytest.mark.parametrize("name", ["RNN", "LSTM", "GRU"])
+def test_module_backward_hooks_see_what_torch_shows(name):
+    x = _array(2, 5, 3)
+    assert _hook_log(gs, nn, name, gs.tensor(x, requires_grad=True)) == \
+        _hook_log(torch, torch.nn, name, torch.tensor(x, requires_grad=True))
+
+
+@pytest.mark.parametrize("name", ["RNN", "LSTM", "GRU"])
+def test_unbatched_input_with_batch_first(name):
+    ours, theirs = _pair(name, 2, 3, batch_first=True)
+    _compare(ours, theirs, (_array(6, 2),))
