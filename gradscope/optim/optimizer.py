@@ -53,6 +53,8 @@ def _wrap_step(step: Callable) -> Callable:
 
     @functools.wraps(step)
     def wrapper(self: "Optimizer", *args: Any, **kwargs: Any) -> Any:
+        if self.__dict__.get("_stepping"):  # a subclass's step calling super().step(): hooks already ran
+            return step(self, *args, **kwargs)
         for hook in (*_global_step_pre_hooks.values(), *self._step_pre_hooks.values()):
             result = hook(self, args, kwargs)
             if result is not None:
@@ -61,8 +63,12 @@ def _wrap_step(step: Callable) -> Callable:
                                        f"but got {result}.")
                 args, kwargs = result
         self._opt_called = True
-        with no_grad():
-            out = step(self, *args, **kwargs)
+        self._stepping = True
+        try:
+            with no_grad():
+                out = step(self, *args, **kwargs)
+        finally:
+            self._stepping = False
         for hook in (*self._step_post_hooks.values(), *_global_step_post_hooks.values()):
             hook(self, args, kwargs)
         return out

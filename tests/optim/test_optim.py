@@ -310,3 +310,23 @@ def test_optimizer_on_module_parameters_trains():
         loss.backward()
         opt.step()
     assert float(loss) < 1e-3
+
+
+def test_subclass_step_calling_super_runs_hooks_once():
+    class Clipped(optim.SGD):
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.grad.data.clip(-1.0, 1.0, out=p.grad.data)
+            return super().step(closure)
+
+    w = nn.Parameter(gs.tensor([0.0]))
+    opt = Clipped([w], lr=0.1)
+    calls = []
+    opt.register_step_pre_hook(lambda o, args, kwargs: calls.append("pre"))
+    opt.register_step_post_hook(lambda o, args, kwargs: calls.append("post"))
+    w.grad = gs.tensor([5.0])
+    opt.step()
+    assert calls == ["pre", "post"]
+    np.testing.assert_allclose(w.data, [-0.1])
+    assert "_stepping" not in opt.state_dict()
