@@ -340,7 +340,8 @@ def _input_shapes(frame: types.FrameType) -> str:
 
 
 def _attribute_lines(path: Path) -> dict[str, int]:
-    """``attr -> line`` of the first ``self.attr = ...`` and ``"class Name" -> line`` in a file."""
+    """``attr -> line`` of the first ``self.attr = ...`` or ``add_module("attr", ...)``, and
+    ``"class Name" -> line``, in a file."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
@@ -349,6 +350,10 @@ def _attribute_lines(path: Path) -> dict[str, int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             _keep_first(lines, "class " + node.name, node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("add_module", "register_module") and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            _keep_first(lines, node.args[0].value, node.lineno)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:

@@ -20,7 +20,7 @@ class UnrolledRNN(nn.Module):
             self.recurrent.weight.copy_(gs.eye(hidden) * 1.5)
 
     def forward(self, sequence):
-        state = gs.zeros(sequence.shape[0], self.recurrent.weight.shape[0])
+        state = gs.zeros(sequence.shape[0], self.recurrent.weight.shape[0], dtype=sequence.dtype)
         for t in range(sequence.shape[1]):
             state = self.recurrent(state) + self.input(sequence[:, t])
         return self.readout(state)

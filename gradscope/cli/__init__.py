@@ -10,6 +10,8 @@ from typing import Any
 import click
 
 from gradscope.cli.app import App, ExitCode
+from gradscope.cli.check import check
+from gradscope.cli.clip import clip
 from gradscope.cli.debug import debug
 from gradscope.cli.graph import graph
 from gradscope.cli.inspect import inspect_command
@@ -60,7 +62,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     app.debug = app.debug or debug
 
 
-for command in (inspect_command, watch, replay, debug, graph):
+for command in (inspect_command, watch, clip, check, replay, debug, graph):
     cli.add_command(command)
 
 

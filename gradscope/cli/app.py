@@ -6,6 +6,7 @@ use, never at import time, so ``CliRunner`` captures them) and turns errors into
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from enum import IntEnum
@@ -15,6 +16,10 @@ import click
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+# Width of tables written to a pipe or file, where no terminal says how wide to be.
+PIPE_WIDTH = 160
 
 
 class ExitCode(IntEnum):
@@ -47,6 +52,8 @@ class App:
             from rich.console import Console
 
             self._out = Console(file=click.get_text_stream("stdout"), highlight=False, soft_wrap=False)
+            if not self._out.is_terminal and "COLUMNS" not in os.environ:
+                self._out.width = PIPE_WIDTH
         return self._out
 
     @property

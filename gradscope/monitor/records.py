@@ -10,6 +10,18 @@ from dataclasses import dataclass
 CHECKS = ("nonfinite", "no_grad", "dead", "vanishing", "exploding", "unchanged", "loss_not_decreasing",
           "gradcheck")
 
+# The named checks of ``gradscope check`` and the finding kinds each one fails on, in run order.
+CHECK_FINDINGS = {
+    "finite": ("nonfinite",),
+    "gradients_reach_parameters": ("no_grad",),
+    "no_dead_parameters": ("dead",),
+    "no_vanishing_gradients": ("vanishing",),
+    "no_exploding_gradients": ("exploding",),
+    "parameters_update": ("unchanged",),
+    "loss_decreases": ("loss_not_decreasing",),
+    "gradcheck": ("gradcheck",),
+}
+
 
 @dataclass(frozen=True)
 class Finding:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ElementTree
 from typing import TYPE_CHECKING, Mapping
 
+from gradscope.monitor.records import CHECK_FINDINGS
+
 if TYPE_CHECKING:
     from gradscope.monitor.records import CheckReport, Finding
 
@@ -52,17 +54,6 @@ def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] |
     out.append(f"gradscope check {summary}: " + ", ".join(f"{c.name}={c.status}" for c in report.checks))
     return "\n".join(out) + "\n"
 
-
-CHECK_FINDINGS = {
-    "finite": ("nonfinite",),
-    "gradients_reach_parameters": ("no_grad",),
-    "no_dead_parameters": ("dead",),
-    "no_vanishing_gradients": ("vanishing",),
-    "no_exploding_gradients": ("exploding",),
-    "parameters_update": ("unchanged",),
-    "loss_decreases": ("loss_not_decreasing",),
-    "gradcheck": ("gradcheck",),
-}
 
 
 def _findings_of(report: "CheckReport", check_name: str) -> list["Finding"]:

@@ -1,0 +1,241 @@
+"""``check``: gradient sanity checks for CI, each one pass / fail / skip."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradscope.errors import ModelError
+from gradscope.loading import Batch, Workload
+from gradscope.monitor.analysis import Thresholds, gradient_findings, has_errors, loss_findings
+from gradscope.monitor.records import CHECK_FINDINGS, CheckReport, CheckResult, Finding, ParameterRecord
+from gradscope.monitor.snapshot import Snapshot
+from gradscope.monitor.stats import module_of, parameter_records, to_numpy
+
+_STRUCTURAL = ("no_grad", "dead")
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What ``check`` runs.
+
+    Attributes:
+        steps: training steps the gradient checks look at, and the length of the overfit run.
+        lr: learning rate of the default SGD optimizer.
+        thresholds: vanishing / exploding / dead-unit limits.
+        overfit: also check that the loss goes down when training ``steps`` steps on batch 0.
+        gradcheck: also compare gradients with finite differences on a float64 copy.
+        gradcheck_samples: entries checked per parameter by the gradient check.
+    """
+
+    steps: int = 5
+    lr: float = 0.01
+    thresholds: Thresholds = Thresholds()
+    overfit: bool = False
+    gradcheck: bool = False
+    gradcheck_samples: int = 3
+
+
+def check_model(workload: Workload, options: CheckOptions = CheckOptions()) -> CheckReport:
+    """Run the gradient checks and return which passed.
+
+    The gradient checks (finite, every parameter gets a gradient, no dead parameter, no vanishing
+    or exploding gradient) look at ``options.steps`` training steps on batches 0, 1, ...: a
+    finite/vanishing/exploding problem counts on any step, a missing or all-zero gradient only
+    if it holds on every step. ``parameters_update`` checks the first optimizer step. The model is
+    put back in its initial state before the overfit run and at the end.
+    """
+    model = workload.model
+    optimizer = workload.make_optimizer(options.lr)
+    initial = Snapshot.capture(0, model, optimizer, None)
+    per_step: list[list[Finding]] = []
+    unchanged: list[Finding] = []
+    for step in range(options.steps):
+        batch = workload.batch(step)
+        optimizer.zero_grad(set_to_none=True)
+        loss = workload.loss(batch)
+        workload.backward(loss)
+        records = parameter_records(model)
+        per_step.append(loss_findings(float(loss.item())) + gradient_findings(records, options.thresholds))
+        before = {name: np.array(to_numpy(p)) for name, p in model.named_parameters()} if step == 0 else None
+        optimizer.step()
+        if before is not None:
+            unchanged = _unchanged(model, records, before)
+        if any(f.check == "nonfinite" for f in per_step[-1]):
+            break
+    findings = _combine(per_step) + unchanged
+    results = [_result(name, findings) for name in ("finite", "gradients_reach_parameters", "no_dead_parameters",
+                                                     "no_vanishing_gradients", "no_exploding_gradients",
+                                                     "parameters_update")]
+    if options.overfit:
+        initial.restore(model, optimizer)
+        overfit = _overfit(workload, optimizer, options.steps)
+        findings += overfit
+        results.append(_result("loss_decreases", findings))
+    else:
+        results.append(CheckResult("loss_decreases", "skip", "not run (use --overfit)"))
+    if options.gradcheck:
+        initial.restore(model, optimizer)
+        try:
+            findings += _gradcheck(workload, options.gradcheck_samples)
+            results.append(_result("gradcheck", findings))
+        except ModelError as error:
+            results.append(CheckResult("gradcheck", "skip", f"the model does not run in float64: {error}"))
+    else:
+        results.append(CheckResult("gradcheck", "skip", "not run (use --gradcheck)"))
+    initial.restore(model, optimizer)
+    return CheckReport(model=workload.label, passed=all(r.status != "fail" for r in results),
+                       checks=tuple(results), findings=tuple(findings))
+
+
+def _combine(per_step: list[list[Finding]]) -> list[Finding]:
+    """Findings from several steps: structural ones only if present on every step, others once."""
+    combined: list[Finding] = []
+    seen: set[tuple] = set()
+    every_step = [{(f.check, f.parameter) for f in findings} for findings in per_step]
+    for findings in per_step:
+        for finding in findings:
+            key = (finding.check, finding.parameter)
+            if key in seen:
+                continue
+            if finding.check in _STRUCTURAL and not all(key in keys for keys in every_step):
+                continue
+            seen.add(key)
+            combined.append(finding)
+    return combined
+
+
+def _result(name: str, findings: list[Finding]) -> CheckResult:
+    kinds = CHECK_FINDINGS[name]
+    relevant = [f for f in findings if f.check in kinds]
+    if not has_errors(relevant):
+        note = f" ({len(relevant)} warning{'s' if len(relevant) != 1 else ''})" if relevant else ""
+        return CheckResult(name, "pass", _PASS_MESSAGES[name] + note)
+    errors = [f for f in relevant if f.severity == "error"]
+    subjects = [f.parameter or "the loss" for f in errors]
+    shown = ", ".join(subjects[:4]) + (f" and {len(subjects) - 4} more" if len(subjects) > 4 else "")
+    return CheckResult(name, "fail", f"{_FAIL_MESSAGES[name]}: {shown}")
+
+
+_PASS_MESSAGES = {
+    "finite": "loss and gradients are finite",
+    "gradients_reach_parameters": "every parameter receives a gradient",
+    "no_dead_parameters": "no parameter has an identically zero gradient",
+    "no_vanishing_gradients": "no gradient norm below the vanishing limit",
+    "no_exploding_gradients": "no gradient norm above the exploding limit",
+    "parameters_update": "the optimizer step changes every parameter that has a gradient",
+    "loss_decreases": "the loss goes down when overfitting one batch",
+    "gradcheck": "gradients match finite differences",
+}
+_FAIL_MESSAGES = {
+    "finite": "non-finite values",
+    "gradients_reach_parameters": "no gradient reaches",
+    "no_dead_parameters": "identically zero gradient",
+    "no_vanishing_gradients": "vanishing gradients",
+    "no_exploding_gradients": "exploding gradients",
+    "parameters_update": "not changed by the optimizer step",
+    "loss_decreases": "the loss does not go down when overfitting one batch",
+    "gradcheck": "gradients differ from finite differences",
+}
+
+
+def _unchanged(model: Any, records: tuple[ParameterRecord, ...], before: dict[str, np.ndarray]) -> list[Finding]:
+    findings = []
+    current = dict(model.named_parameters())
+    for record in records:
+        if not record.has_grad or not record.grad_norm or not math.isfinite(record.grad_norm):
+            continue
+        if np.array_equal(to_numpy(current[record.name]), before[record.name]):
+            findings.append(Finding(
+                check="unchanged", severity="error", module=record.module, parameter=record.name,
+                value=record.grad_norm,
+                message=f"{record.name} has a gradient (norm {record.grad_norm:.3g}) but the optimizer step did "
+                        "not change it: is it missing from the optimizer's parameters?"))
+    return findings
+
+
+def _overfit(workload: Workload, optimizer: Any, steps: int) -> list[Finding]:
+    batch = workload.batch(0)
+    losses = []
+    for _ in range(max(steps, 2)):
+        optimizer.zero_grad(set_to_none=True)
+        loss = workload.loss(batch)
+        losses.append(float(loss.item()))
+        workload.backward(loss)
+        optimizer.step()
+    if losses[-1] < losses[0]:
+        return []
+    return [Finding(check="loss_not_decreasing", severity="error", value=losses[-1], threshold=losses[0],
+                    message=f"training {len(losses)} steps on batch 0 took the loss from {losses[0]:.4g} to "
+                            f"{losses[-1]:.4g}; it should go down (learning rate, loss or wiring problem)")]
+
+
+def _gradcheck(workload: Workload, samples: int, eps: float = 1e-6, atol: float = 1e-5,
+               rtol: float = 1e-3) -> list[Finding]:
+    """Central differences on a float64 copy, for ``samples`` random entries of each parameter."""
+    import gradscope as gs
+
+    model64 = copy.deepcopy(workload.model).double()
+    work64 = dataclasses.replace(workload, model=model64)
+    batch = workload.batch(0)
+    batch64 = Batch(inputs=_double(batch.inputs), targets=_double(batch.targets), raw=_double(batch.raw))
+    rng_state = gs.get_rng_state()
+
+    def loss_value() -> Any:
+        gs.set_rng_state(rng_state)
+        return work64.loss(batch64)
+
+    model64.zero_grad(set_to_none=True)
+    work64.backward(loss_value())
+    chooser = np.random.default_rng(0)
+    findings = []
+    for name, parameter in model64.named_parameters():
+        if not parameter.requires_grad or parameter.grad is None:
+            continue
+        values = to_numpy(parameter).reshape(-1)
+        analytic = to_numpy(parameter.grad).reshape(-1)
+        for index in chooser.choice(values.size, size=min(samples, values.size), replace=False):
+            numeric = _central_difference(parameter, int(index), eps, loss_value)
+            error = abs(float(analytic[index]) - numeric)
+            limit = atol + rtol * abs(numeric)
+            if not error <= limit:
+                findings.append(Finding(
+                    check="gradcheck", severity="error", module=module_of(name), parameter=name, value=error,
+                    threshold=limit,
+                    message=f"{name}[{int(index)}]: backward gives {float(analytic[index]):.6g}, finite differences "
+                            f"{numeric:.6g} (float64, eps {eps:g})"))
+                break
+    return findings
+
+
+def _central_difference(parameter: Any, index: int, eps: float, loss_value: Any) -> float:
+    original = float(to_numpy(parameter).reshape(-1)[index])
+    results = []
+    for shifted in (original + eps, original - eps):
+        _set_entry(parameter, index, shifted)
+        results.append(float(loss_value().item()))
+    _set_entry(parameter, index, original)
+    return (results[0] - results[1]) / (2 * eps)
+
+
+def _set_entry(parameter: Any, index: int, value: float) -> None:
+    import gradscope as gs
+
+    values = np.array(to_numpy(parameter))
+    values.reshape(-1)[index] = value
+    with gs.no_grad():
+        parameter.copy_(gs.tensor(values))
+
+
+def _double(value: Any) -> Any:
+    if hasattr(value, "is_floating_point") and value.is_floating_point():
+        return value.detach().double()
+    if isinstance(value, tuple):
+        return tuple(_double(item) for item in value)
+    if isinstance(value, list):
+        return [_double(item) for item in value]
+    return value
