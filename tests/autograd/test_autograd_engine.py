@@ -181,8 +181,50 @@ def order_node_hooks(T):
     return log
 
 
+def order_split_cat_index(T):
+    log: list = []
+    x = T.tensor(f32(np.linspace(-1, 1, 12).reshape(4, 3)), requires_grad=True)
+    w = T.tensor(f32([0.5, -1.5, 2.0]), requires_grad=True)
+    x.register_hook(_hook(log, "x"))
+    w.register_hook(_hook(log, "w"))
+    top, bottom = x.split(2)
+    top.register_hook(_hook(log, "top"))
+    bottom.register_hook(_hook(log, "bottom"))
+    picked = bottom[T.tensor([1, 1, 0])]
+    picked.register_hook(_hook(log, "picked"))
+    joined = T.cat([top * w, picked.exp()], dim=0)
+    joined.register_hook(_hook(log, "joined"))
+    (joined.sum(dim=1) ** 2).sum().backward()
+    return log + [x.grad, w.grad]
+
+
+def order_multi_output_slots(T):
+    log: list = []
+    x = T.tensor(f32([1.0, 2.0, 3.0]), requires_grad=True)
+    first, second, third = x.chunk(3)
+    for name, t in (("first", first), ("second", second), ("third", third)):
+        t.register_hook(_hook(log, name))
+    (third.exp() + first.exp() + second.exp()).sum().backward()
+    return log
+
+
+def order_restricted_inputs(T):
+    log: list = []
+    a = T.tensor(f32([1.0, 2.0]), requires_grad=True)
+    b = T.tensor(f32([3.0, 4.0]), requires_grad=True)
+    h = a * b
+    for name, t in (("a", a), ("b", b), ("h", h)):
+        t.register_hook(_hook(log, name))
+    out = (h.exp() + b).sum()
+    out.backward(inputs=[b], retain_graph=True)
+    log.append("--grad wrt h--")
+    T.autograd.grad(out, [h])
+    return log
+
+
 @pytest.mark.parametrize("scenario", [order_sum_left, order_sum_right, order_diamond, order_two_layer,
-                                      order_unequal_paths, order_node_hooks],
+                                      order_unequal_paths, order_node_hooks, order_split_cat_index,
+                                      order_multi_output_slots, order_restricted_inputs],
                          ids=lambda f: f.__name__)
 def test_hook_order_matches_torch(scenario, same_as_torch) -> None:
     same_as_torch(scenario)
