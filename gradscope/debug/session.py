@@ -254,7 +254,8 @@ class DebugSession:
         self.state = "start"
         if self.stop_at_start or self.mode in ("step", "next"):
             self.stop_at_start = False
-            self._pause(Stop("start", None, None, "start" if self.mode == "continue" else self.mode, {}))
+            reason = "forward done, backward not started" if self.mode == "continue" else self.mode
+            self._pause(Stop("start", None, None, reason, {}))
 
     def end(self) -> None:
         """Mark the pass finished (``run_debug_step`` calls this after backward returned)."""

@@ -53,7 +53,7 @@ def format_view(view: Any) -> str:
 
 def format_position(p: Position) -> str:
     if p.phase is None:
-        head = f"{p.state}"
+        head = {"start": "before backward", "finished": "after backward"}.get(p.state, p.state)
     else:
         head = f"{p.state}, {p.phase} point of {p.module or '(no module)'}" + \
             (f" ({p.module_type})" if p.module_type else "")

@@ -194,7 +194,8 @@ class ForwardTracker:
         defined = self.locate(path) if self.locate is not None else None
         if defined is not None:
             return f"{defined} (defined here)"
-        return forward_definition(module) or "unknown (called from gradscope)"
+        caller = f"{self._stack[-1].type_name}.forward" if self._stack else "gradscope"
+        return forward_definition(module) or f"unknown (called by {caller}, no line of your code on the stack)"
 
     def _forward_post(self, module: Module, args: tuple, kwargs: dict, output: Any) -> None:
         if not self._stack or self._stack[-1].module is not module or self.suspended:

@@ -46,7 +46,7 @@ def _notes(notes: tuple) -> list:
 def render_position(p: Position) -> RenderableType:
     """``where``: a heading line and one line per known field."""
     if p.phase is None:
-        head = Text(p.state, style="bold")
+        head = Text({"start": "before backward", "finished": "after backward"}.get(p.state, p.state), style="bold")
     else:
         head = Text.assemble((p.state, "bold"), ", ", (p.phase, "bold magenta"), " point of ",
                              (p.module or "(no module)", "bold cyan"),

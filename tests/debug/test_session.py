@@ -16,7 +16,8 @@ def test_without_breakpoints_it_stops_before_backward() -> None:
     outcome, text, model = script(Mlp, "where; continue")
     assert outcome == "finished"
     assert _stops(text)[0].startswith("stopped before backward (loss = ")
-    assert "start\n  modules: 0 done, 4 pending" in text
+    assert "before backward\n  modules: 0 done, 4 pending" in text
+    assert "reason:  forward done, backward not started" in text
     assert _stops(text)[-1] == "backward finished"
     assert all(g is not None for g in grads(model).values())
 
