@@ -586,6 +586,9 @@ class DebugSession:
         """Where the session is: the answer to ``where``."""
         stop = self.current
         done, pending = self._counts()
+        if stop is not None and stop.phase == "forward":
+            active = self.tracker.active_calls
+            done, pending = len(self.tracker.calls) - len(active), len(active)
         loss = float(self.loss.data) if self.loss is not None and self.loss.data.size == 1 else None
         notes = []
         if self._first_nonfinite is not None:

@@ -55,8 +55,8 @@ def format_position(p: Position) -> str:
     if p.phase is None:
         head = {"start": "before backward", "finished": "after backward"}.get(p.state, p.state)
     else:
-        head = f"{p.state}, {p.phase} point of {p.module or '(no module)'}" + \
-            (f" ({p.module_type})" if p.module_type else "")
+        point = "output of" if p.phase == "forward" else f"{p.phase} point of"
+        head = f"{p.state}, {point} {p.module or '(no module)'}" + (f" ({p.module_type})" if p.module_type else "")
     lines = [head]
     fields = [("node", p.node), ("modules", f"{p.modules_done} done, {p.modules_pending} pending"),
               ("source", p.source), ("reason", p.reason),

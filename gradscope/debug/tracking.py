@@ -163,8 +163,9 @@ class ForwardTracker:
         self._stack = []
 
     @property
-    def in_forward(self) -> bool:
-        return bool(self._stack)
+    def active_calls(self) -> list[Call]:
+        """The calls whose forward has started but not returned, outermost first."""
+        return list(self._stack)
 
     # ---------------------------------------------------------------- queries
     def owner_of(self, node: Any) -> Call | None:

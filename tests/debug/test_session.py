@@ -87,7 +87,8 @@ def test_forward_breakpoint_stops_in_forward() -> None:
     _, text, _ = script(Mlp, "where; grads; step; continue", "forward module act")
     stops = _stops(text)
     assert stops[0] == "stopped at act (Tanh2) · forward: output computed · breakpoint 1 (forward and module act)"
-    assert "forward, forward point of act (Tanh2)" in text
+    assert "forward, output of act (Tanh2)" in text
+    assert "modules: 2 done, 1 pending" in text
     assert "node:    MulBackward0 (created)" in text
     assert re.search(r"output\[0\]\s+\[4, 5\]", text)
     assert stops[1].startswith("stopped at fc2 (Linear) · forward")
