@@ -27,13 +27,13 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 import gradscope
-from gradscope.autograd.anomaly import detect_anomaly, forward_location
+from gradscope.autograd.anomaly import detect_anomaly
 from gradscope.autograd.graph import queue_callback
 from gradscope.autograd.tensor import Tensor
 from gradscope.debug.conditions import BreakpointTable, Event
 from gradscope.debug.graph import HOOK_NODE, AutogradGraph, build_graph
 from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tensor_stats, total_norm
-from gradscope.debug.tracking import Call, ForwardTracker, flatten_tensors
+from gradscope.debug.tracking import Call, ForwardTracker, creation_site, flatten_tensors
 from gradscope.debug.views import (BreakpointList, BreakpointRow, GradGroup, GradsView, LayerRow, LayerTable,
                                    ParamRow, ParamsView, Position)
 from gradscope.errors import GradscopeError
@@ -352,11 +352,7 @@ class DebugSession:
                          and (self._reachable is None or n in self._reachable)}
         self._order.append(("pre", call))
         stop = self._event("pre", call, None, {"grad_output": arrays})
-        if stop is not None and stop.edited:
-            state.grad_output = stop.groups["grad_output"]
-            state.grad_output_norm = total_norm(state.grad_output)
-            return stop.replacement()
-        return None
+        return None if stop is None else stop.replacement()
 
     def _backward_post(self, module: Module, grad_input: tuple, grad_output: tuple) -> tuple | None:
         if not self._active():
@@ -382,11 +378,7 @@ class DebugSession:
         self._order.append(("post", call))
         groups = {"grad_output": state.grad_output or [], "grad_input": arrays}
         stop = self._event("post", call, None, groups)
-        if stop is not None and stop.edited:
-            state.grad_input = stop.groups["grad_input"]
-            state.grad_input_norm = total_norm(state.grad_input)
-            return stop.replacement()
-        return None
+        return None if stop is None else stop.replacement()
 
     def _finish_call(self, call: Call) -> None:
         """The deferred post point of a call whose inputs need no grad."""
@@ -492,7 +484,12 @@ class DebugSession:
         stop.edited = True
         stop.edits.append(description)
         if stop.call is not None:
-            self._state(stop.call).edits.append(f"{stop.phase}: {description}")
+            state = self._state(stop.call)
+            state.edits.append(f"{stop.phase}: {description}")
+            if stop.phase == "pre":
+                state.grad_output, state.grad_output_norm = cast, total_norm(cast)
+            elif stop.phase == "post":
+                state.grad_input, state.grad_input_norm = cast, total_norm(cast)
 
     def scale(self, factor: float) -> None:
         """Multiply the gradient at this point by ``factor``."""
@@ -594,8 +591,9 @@ class DebugSession:
         if self._first_nonfinite is not None:
             node, owner = self._first_nonfinite
             where = f" in {owner.display}" if owner is not None else " outside the model's modules"
+            created = creation_site(node) or (owner.source if owner is not None else "unknown")
             notes.append(f"first non-finite gradient of this pass: produced by {node.name()}{where} "
-                         f"(created at {forward_location(node)})")
+                         f"(created at {created})")
         if stop is None:
             state = self.state
             reason = "backward finished" if state == "finished" else state
@@ -620,7 +618,7 @@ class DebugSession:
                 node_text += " (created)"
         elif stop.phase == "node":
             node_text = f"{stop.node.name()} (just ran)"
-            source = forward_location(stop.node)
+            source = creation_site(stop.node) or source
         if stop.phase == "post" and call is not None and self._state(call).deferred:
             notes.append("no input of this module requires grad: grad_input is None")
         if stop.phase == "start":

@@ -95,12 +95,24 @@ def call_site() -> str | None:
     library and installed packages), or None when there is none."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE_DIR) and not filename.startswith("<") \
-                and not filename.startswith(_LIBRARY_DIRS):
-            return f"{filename}:{frame.f_lineno}"
+        if _is_user_file(frame.f_code.co_filename):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+def _is_user_file(filename: str) -> bool:
+    return not filename.startswith(_PACKAGE_DIR) and not filename.startswith("<") \
+        and not filename.startswith(_LIBRARY_DIRS)
+
+
+def creation_site(node: Any) -> str | None:
+    """``"file:line in function"`` of the user code that created ``node``, from the stack
+    anomaly mode recorded (``node._trace``); None when not recorded or all inside gradscope."""
+    frames = [frame for frame in getattr(node, "_trace", None) or () if _is_user_file(frame.filename)]
+    if not frames:
+        return None
+    return f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}"
 
 
 def forward_definition(module: Module) -> str | None:

@@ -113,3 +113,12 @@ def test_set_checks_shapes_and_entries() -> None:
     assert "error: the new gradient has shape [3], expected [4, 5]" in text
     assert "error: grad_input has 1 entries; the value has 2" in text
     assert re.search(r"grad_input\[0\] \(edited\)\s+\[4, 5\]\s+4\.472\s+1\s+1", text)
+
+
+def test_table_at_the_stop_shows_the_edited_value() -> None:
+    _, text, _ = script(Mlp, "table; scale 0.5; table; quit", "module act post")
+    before, after = text.split("(gradscope) table\n")[1:3]
+    norm = float(re.search(r"^act\s+Tanh2\s+current \(post\)\s+[\d.]+\s+([\d.]+)", before, re.M).group(1))
+    edited = float(re.search(r"^act\s+Tanh2\s+current \(post\)\s+[\d.]+\s+([\d.]+)", after, re.M).group(1))
+    assert edited == pytest.approx(norm / 2, rel=1e-3)
+    assert re.search(r"^act .* post: scale 0\.5$", after, re.M)
