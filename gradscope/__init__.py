@@ -31,7 +31,10 @@ from gradscope.ops.shape import (broadcast_to, cat, chunk, clone, concat, concat
                                  transpose, unbind, unflatten, unsqueeze)
 from gradscope import autograd, utils
 from gradscope import nn  # noqa: E402
+from gradscope import optim  # noqa: E402
+from gradscope.serialization import load, save  # noqa: E402
 from gradscope.errors import GradscopeError
+from gradscope.autograd.anomaly import is_anomaly_enabled, set_detect_anomaly as set_anomaly_enabled  # noqa: E402
 
 clip = clamp
 concat = cat

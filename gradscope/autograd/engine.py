@@ -212,6 +212,23 @@ def _run_tensor_hooks(hooks: dict, grad: np.ndarray) -> np.ndarray:
     return grad
 
 
+def _run_slot_hooks(slot_hooks: dict, buf: list) -> None:
+    """Tensor hooks of a node's output slots, in registration order across slots (as PyTorch)."""
+    if len(slot_hooks) == 1:
+        for slot, hooks in slot_hooks.items():
+            if hooks and buf[slot] is not None:
+                buf[slot] = _run_tensor_hooks(hooks, buf[slot])
+        return
+    entries = sorted((handle_id, slot, hook) for slot, hooks in slot_hooks.items()
+                     for handle_id, hook in hooks.items())
+    for _, slot, hook in entries:
+        if buf[slot] is None:
+            continue
+        result = hook(Tensor._make(buf[slot]))
+        if result is not None:
+            buf[slot] = _check_hook_result(result, buf[slot], "tensor")
+
+
 def _replace_tuple(result: Any, old: list, fn: Node, what: str, expected: list) -> list:
     if not isinstance(result, tuple):
         raise TypeError(f"{what} of {fn.name()}: expected tuple of Tensors or None, got "
@@ -283,6 +300,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     _active_tasks.append(task)
     heappush, heappop = heapq.heappush, heapq.heappop
     freed = _FREED
+    errstate = np.errstate(divide="ignore", invalid="ignore", over="ignore")
+    errstate.__enter__()  # IEEE results (inf/nan) are what the user asked for; no numpy warnings
     try:
         while heap:
             fn = heappop(heap)[2]
@@ -334,6 +353,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         for callback in task.callbacks:
             callback()
     finally:
+        errstate.__exit__(None, None, None)
         _active_tasks.pop()
         grad_mode._state.enabled = prev_mode
     return captured
@@ -345,14 +365,14 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     capture, pre-hooks, compute, post-accumulate hooks, post-hooks. None means: skip it."""
     is_acc = type(fn) is AccumulateGrad
     # 1-2. tensor hooks of each output slot, then retain_grad capture
+    exposed = False
     if is_acc:
         hooks = fn.variable._hooks
         if hooks and buf[0] is not None:
             buf[0] = _run_tensor_hooks(hooks, buf[0])
+            exposed = True
     elif fn._tensor_hooks is not None:
-        for slot, hooks in fn._tensor_hooks.items():
-            if hooks and buf[slot] is not None:
-                buf[slot] = _run_tensor_hooks(hooks, buf[slot])
+        _run_slot_hooks(fn._tensor_hooks, buf)
     if fn._retain is not None:
         _retain_grads(fn, buf)
     if capture_at and fn in capture_at:
@@ -362,6 +382,7 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
             return None
     # 3. node pre-hooks
     if fn._pre_hooks:
+        exposed = True
         expected = [shape for shape, _ in fn._meta]
         for hook in tuple(fn._pre_hooks.values()):
             result = hook(_wrap(buf))
@@ -370,6 +391,7 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if buf[0] is not None and accumulate:
+            fn._exposed = exposed
             fn.backward(buf[0])
             _post_accumulate(fn.variable)
         grads_in = ()

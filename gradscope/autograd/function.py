@@ -50,6 +50,8 @@ _NO_EDGE = (None, 0)
 
 def result(out: np.ndarray, node: Node | None) -> Tensor:
     """Wrap ``out`` as the single output of ``node`` (which may be None)."""
+    if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
+        out = np.asarray(out)
     t = object.__new__(Tensor)
     t.data = out
     t._output_nr = 0
@@ -76,6 +78,7 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
 def results(outs: list, node: Node | None) -> tuple:
     """Wrap several arrays as the outputs of one multi-output node."""
     tensors = []
+    outs = [np.asarray(o) for o in outs]
     for index, out in enumerate(outs):
         t = Tensor._make(out)
         if node is not None:

@@ -782,7 +782,8 @@ class NativeBatchNormBackward0(Node):
         if node_x is not None:
             scale = self.invstd if w is None else self.invstd * w
             if self.training:
-                gx = (g - gb.reshape(shape) / self.count - xhat * (gw.reshape(shape) / self.count)) * scale.reshape(shape)
+                centred = g - gb.reshape(shape) / self.count - xhat * (gw.reshape(shape) / self.count)
+                gx = centred * scale.reshape(shape)
             else:
                 gx = g * scale.reshape(shape)
         return gx, (gw if node_w is not None else None), (gb if node_b is not None else None)
@@ -1198,7 +1199,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore
         raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
     if x.ndim == 1:
         if t.ndim != 0:
-            raise ValueError(f"Expected input batch_size (1) to match target batch_size ({t.shape[0] if t.ndim else 1}).")
+            raise ValueError(f"Expected input batch_size (1) to match target batch_size ({t.shape[0]}).")
         rows_x = x.reshape(1, -1)
         moved_shape = None
     else:

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from gradscope.autograd import dtypes
-from gradscope.autograd.function import new_node, result
+from gradscope.autograd.function import new_node, result, results
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import normalize_dim
@@ -528,11 +528,31 @@ def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
             bounds.append((start, start + s))
             start += s
     d = normalize_dim(dim, input.data.ndim)
-    pieces = []
-    for lo, hi in bounds:
-        index = (slice(None),) * d + (slice(lo, hi),)
-        pieces.append(getitem(input, index))
-    return tuple(pieces)
+    indices = [(slice(None),) * d + (slice(lo, hi),) for lo, hi in bounds]
+    node = new_node(SplitBackward0, (input,))
+    if node is not None:
+        node.shape, node.indices = input.data.shape, indices
+    pieces = results([input.data[index] for index in indices], node)
+    vc = input._version_counter()
+    for piece in pieces:
+        piece._vc = vc
+        if input.requires_grad:
+            piece._view_of_grad = True
+    return pieces
+
+
+class SplitBackward0(Node):
+    """One node for all pieces of split/chunk: their hooks fire together, in slot order."""
+
+    __slots__ = ("shape", "indices")
+
+    def backward(self, *grads):
+        dtype = next(g for g in grads if g is not None).dtype
+        full = np.zeros(self.shape, dtype=dtype)
+        for index, g in zip(self.indices, grads):
+            if g is not None:
+                full[index] = g
+        return full
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
