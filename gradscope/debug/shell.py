@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import cmd
 import fnmatch
+import inspect
 from collections import deque
 from typing import IO, Any, Protocol
 
@@ -110,21 +111,19 @@ class DebuggerShell(cmd.Cmd):
             if method is None or not method.__doc__:
                 self.presenter.error(f"no help for {arg!r}")
             else:
-                self.presenter.info(method.__doc__.strip())
+                self.presenter.info(inspect.cleandoc(method.__doc__))
             return False
-        lines = []
-        seen = set()
-        for name in sorted(n for n in dir(type(self)) if n.startswith("do_") and n != "do_EOF"):
-            function = getattr(type(self), name)
-            if function.__doc__ and function not in seen:
-                seen.add(function)
-                lines.append(function.__doc__.strip().splitlines()[0])
+        functions = {getattr(type(self), n) for n in dir(type(self)) if n.startswith("do_") and n != "do_EOF"}
+        lines = [f.__doc__.strip().splitlines()[0] for f in sorted(functions, key=lambda f: f.__name__) if f.__doc__]
+        lines.append("short names: b = break, s = step, n = next, c = continue, w = where, p = print, q = quit; "
+                     "an empty line repeats step or next")
         self.presenter.info("\n".join(lines))
         return False
 
     # ---------------------------------------------------------------- breakpoints
     def do_break(self, arg: str) -> bool:
-        """break [COND]: stop when COND holds (no COND: list breakpoints).
+        """break [COND]: stop when COND holds (no COND: list the breakpoints).
+
         COND is clauses joined by 'and': nan | inf | nonfinite | module GLOB | type NAME |
         [grad_output|grad_input|output] norm (>|<|>=|<=) X | node NAME | forward | pre | post.
         Examples: break nan / break module encoder.* / break grad_input norm > 100 /
@@ -187,8 +186,10 @@ class DebuggerShell(cmd.Cmd):
         return True
 
     def do_next(self, arg: str) -> bool:
-        """next: go to the next stopping point at this module's level or above (steps over the
-        modules nested in this one), or to a breakpoint before that."""
+        """next: like step, but steps over the modules nested in this one.
+
+        Goes to the next stopping point at this module's nesting level or above, or to a
+        breakpoint that is hit before that."""
         self.session.resume("next")
         return True
 
@@ -220,8 +221,10 @@ class DebuggerShell(cmd.Cmd):
         return False
 
     def do_graph(self, arg: str) -> bool:
-        """graph [all|DEPTH]: the autograd graph from the loss down to the current point
-        (all: the whole graph; DEPTH: at most DEPTH levels)."""
+        """graph [all|DEPTH]: the autograd graph from the loss down to the current point.
+
+        Nodes show their output shapes and owning module; ✓ ran, ○ not run yet, ◀ here the
+        current module's nodes. 'graph all' draws the whole graph, 'graph 3' three levels."""
         word = arg.strip()
         depth = None
         if word and word != "all":
@@ -238,8 +241,10 @@ class DebuggerShell(cmd.Cmd):
         return False
 
     def do_print(self, arg: str) -> bool:
-        """print EXPR: evaluate a Python expression; names: module, grad_output, grad_input,
-        output, node, loss, model, gs, np. Example: print grad_output[0].abs().max()"""
+        """print EXPR: evaluate a Python expression and show the result.
+
+        Names: module, grad_output, grad_input (tuples of tensors; None where unknown), output
+        (at forward points), node, loss, model, gs, np. Example: print grad_output[0].abs().max()"""
         if not arg.strip():
             raise DebugCommandError("usage: print EXPR")
         self.presenter.info(repr(self.session.evaluate(arg)))
@@ -278,8 +283,10 @@ class DebuggerShell(cmd.Cmd):
         return False
 
     def do_set(self, arg: str) -> bool:
-        """set EXPR: replace the gradient here by EXPR (same names as print), e.g.
-        set grad_input[0] * (grad_input[0].abs() < 1)"""
+        """set EXPR: replace the gradient here by the value of EXPR.
+
+        Same names as print. A tensor, array or number for one entry, a tuple for several.
+        Example: set gs.nan_to_num(grad_input[0], nan=0.0)"""
         if not arg.strip():
             raise DebugCommandError("usage: set EXPR")
         self.session.set_value(arg)
