@@ -53,7 +53,8 @@ def render_position(p: Position) -> RenderableType:
                              (p.module or "(no module)", "bold cyan"),
                              f" ({p.module_type})" if p.module_type else "")
     fields = [("node", p.node, ""), ("modules", f"{p.modules_done} done, {p.modules_pending} pending", ""),
-              ("source", p.source, ""), ("reason", p.reason, ""), ("step", None if p.step is None else str(p.step), ""),
+              ("source", p.source, ""), ("reason", p.reason, ""),
+              ("step", None if p.step is None else str(p.step), ""),
               ("loss", None if p.loss is None else number(p.loss), "")]
     fields += [("note", note, "yellow") for note in p.notes]
     fields += [("edited", edit, "magenta") for edit in p.edits]
