@@ -48,10 +48,6 @@ class LossCase:
     target_grad: bool = False
 
 
-def T_tensor(T: Any, array: np.ndarray) -> Any:
-    return T.tensor(array)
-
-
 CASES = [
     LossCase("ce", lambda T: T.nn.CrossEntropyLoss(), logits(5, 4), classes(4, 5)),
     LossCase("ce_sum", lambda T: T.nn.CrossEntropyLoss(reduction="sum"), logits(5, 4), classes(4, 5)),

@@ -75,7 +75,8 @@ CASES = [
     # convolution
     Case("conv2d", lambda T, x, w, b: F(T).conv2d(x, w, b), (("f", (2, 3, 5, 6)), ("f", (4, 3, 3, 2)), ("f", (4,))),
          "ConvolutionBackward0"),
-    Case("conv2d_stride_pad_dil", lambda T, x, w, b: F(T).conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2)),
+    Case("conv2d_stride_pad_dil",
+         lambda T, x, w, b: F(T).conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2)),
          (("f", (2, 2, 6, 5)), ("f", (3, 2, 2, 2)), ("f", (3,))), "ConvolutionBackward0"),
     Case("conv2d_same", lambda T, x, w: F(T).conv2d(x, w, padding="same", dilation=2),
          (("f", (1, 2, 5, 5)), ("f", (2, 2, 2, 3))), "ConvolutionBackward0"),
@@ -219,7 +220,8 @@ CASES = [
     Case("linear_1d", lambda T, x, w, b: F(T).linear(x, w, b), (("f", (4,)), ("f", (2, 4)), ("f", (2,))), None),
     Case("bilinear", lambda T, x, y, w, b: F(T).bilinear(x, y, w, b),
          (("f", (3, 2)), ("f", (3, 4)), ("f", (2, 2, 4)), ("f", (2,))), None),
-    Case("bilinear_3d", lambda T, x, y, w: F(T).bilinear(x, y, w), (("f", (2, 2, 3)), ("f", (2, 2, 2)), ("f", (3, 3, 2))),
+    Case("bilinear_3d", lambda T, x, y, w: F(T).bilinear(x, y, w),
+         (("f", (2, 2, 3)), ("f", (2, 2, 2)), ("f", (3, 3, 2))),
          None),
 ]
 
@@ -339,7 +341,8 @@ def test_embedding_max_norm_renormalises_rows_in_place_like_torch() -> None:
 
 
 @pytest.mark.parametrize("call, error, phrase", [
-    (lambda F: F.conv2d(gs.zeros(1, 4, 5, 5), gs.zeros(2, 3, 3, 3)), RuntimeError, "expected input[1, 4, 5, 5] to have 3 channels"),
+    (lambda F: F.conv2d(gs.zeros(1, 4, 5, 5), gs.zeros(2, 3, 3, 3)), RuntimeError,
+     "expected input[1, 4, 5, 5] to have 3 channels"),
     (lambda F: F.conv2d(gs.zeros(1, 3, 2, 2), gs.zeros(2, 3, 3, 3)), RuntimeError, "Kernel size can't be greater"),
     (lambda F: F.conv2d(gs.zeros(1, 3, 5, 5), gs.zeros(2, 3, 3, 3), stride=2, padding="same"), ValueError,
      "not supported for strided convolutions"),
