@@ -205,6 +205,8 @@ class DebuggerShell(cmd.Cmd):
 
     def do_quit(self, arg: str) -> bool:
         """quit: abort the pass, remove every hook, restore the model's gradients."""
+        aborted = "" if self.session.state == "finished" else "the pass was aborted, "
+        self.presenter.info(f"quit: {aborted}every hook removed and the model restored")
         self.session.quit()
         return True
 

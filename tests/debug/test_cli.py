@@ -58,7 +58,7 @@ def test_nan_backward_transcript() -> None:
     rows = _rows(out.split("(gradscope) table")[1])
     assert rows["safe_log"][:2] == ["SafeLog", "current (post)"]
     assert rows["out"][1] == "done" and rows["hidden"][1] == "pending"
-    assert out.endswith("(gradscope) quit\n")
+    assert out.endswith("(gradscope) quit\nquit: the pass was aborted, every hook removed and the model restored\n")
 
 
 def test_commands_file_and_step(tmp_path: Path) -> None:
