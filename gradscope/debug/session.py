@@ -40,7 +40,9 @@ from gradscope.errors import GradscopeError
 from gradscope.nn.modules.module import (Module, register_module_full_backward_hook,
                                          register_module_full_backward_pre_hook)
 
-_NO_INPUT_GRAD_WARNING = "Full backward hook will not fire because no inputs require gradients"
+# The module hook machinery warns when a call none of whose inputs requires grad gets full
+# backward hooks; the session registers them itself and handles that case (deferred post).
+_NO_INPUT_GRAD_WARNING = r"Full backward hook.*no inputs require gradients"
 _EDITABLE = {"pre": "grad_output", "post": "grad_input", "node": "grad_input"}
 
 

@@ -98,6 +98,7 @@ def script(cls: type, commands: str, *conditions: str, seed: int = 0) -> tuple[s
     shell = DebuggerShell(TextPresenter(out), commands=[c for c in commands.split(";")])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("error", UserWarning)  # the debugger's own hooks must not warn
         outcome = run_debug_step(model, loss, shell, conditions=list(conditions))
     return outcome, out.getvalue(), model
 
