@@ -112,6 +112,20 @@ def _col2im_flat(cols: np.ndarray, shape: tuple, dilation: tuple) -> np.ndarray:
     return target.reshape(shape)
 
 
+_SCALAR_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double"}
+
+
+def _scalar_name(a: np.ndarray) -> str:
+    return _SCALAR_NAMES.get(a.dtype.name, a.dtype.name)
+
+
+def _check_dtypes(x: np.ndarray, params: tuple, message: str) -> None:
+    """Raise PyTorch's mixed-dtype error (``message`` formatted with the two type names)."""
+    for p in params:
+        if p is not None and p.data.dtype != x.dtype:
+            raise RuntimeError(message.format(_scalar_name(x), _scalar_name(p.data)))
+
+
 def _reduction_check(reduction: str) -> None:
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
@@ -157,6 +171,7 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor) -> Tensor:
     a, b = mat1.data, mat2.data
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError("addmm: mat1 and mat2 must be matrices")
+    _check_dtypes(a, (mat2, bias), "self and mat2 must have the same dtype, but got {} and {}")
     if a.shape[1] != b.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
                            f"{b.shape[0]}x{b.shape[1]})")
@@ -320,6 +335,7 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None = None, strid
     """Cross-correlation over ``nd`` (1 or 2) spatial dims, like ``torch.nn.functional.conv{nd}d``."""
     x, w = input.data, weight.data
     unbatched = _check_conv_input(x, w, groups, nd, False)
+    _check_dtypes(x, (weight, bias), "expected scalar type {} but found {}")
     stride = _tuple(stride, nd, "stride")
     dilation = _tuple(dilation, nd, "dilation")
     pads = _conv_padding(padding, w.shape[2:], dilation, stride, nd)
@@ -368,6 +384,7 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None = None, st
     """Transposed convolution (the adjoint of ``convolution``) over ``nd`` (1 or 2) spatial dims."""
     x, w = input.data, weight.data
     unbatched = _check_conv_input(x, w, groups, nd, True)
+    _check_dtypes(x, (weight, bias), "expected scalar type {} but found {}")
     stride = _tuple(stride, nd, "stride")
     dilation = _tuple(dilation, nd, "dilation")
     pad = _tuple(padding, nd, "padding")
@@ -796,6 +813,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     x = float_input(input)
     if x.ndim < 2:
         raise ValueError(f"Expected 2D or more input (got {x.ndim}D input)")
+    _check_dtypes(x, (weight, bias, running_mean, running_var), "mixed dtype (CPU): expect parameter to have scalar type of {}")
     axes = (0,) + tuple(range(2, x.ndim))
     channels = x.shape[1]
     shape = (1, channels) + (1,) * (x.ndim - 2)
@@ -877,6 +895,7 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
                            f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size"
                            f"{_shape_list(x.shape)}")
+    _check_dtypes(x, (weight, bias), "mixed dtype (CPU): expect parameter to have scalar type of {}")
     axes = tuple(range(x.ndim - k, x.ndim))
     xhat, invstd = _normalise(x, axes, eps)
     out = xhat * weight.data if weight is not None else xhat.copy()
@@ -920,6 +939,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
                            f"of shape {_shape_list(x.shape)} and num_groups={num_groups}")
+    _check_dtypes(x, (weight, bias), "mixed dtype (CPU): expect parameter to have scalar type of {}")
     shape = (1, c) + (1,) * (x.ndim - 2)
     xhat, invstd = _normalise(x.reshape(n, num_groups, -1), (2,), eps)
     xhat = xhat.reshape(x.shape)

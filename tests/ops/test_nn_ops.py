@@ -361,6 +361,12 @@ def test_embedding_max_norm_renormalises_rows_in_place_like_torch() -> None:
     (lambda F: F.embedding(gs.tensor([5]), gs.zeros(5, 2)), IndexError, "index out of range"),
     (lambda F: F.gelu(gs.zeros(2), approximate="fast"), RuntimeError, "approximate argument must be"),
     (lambda F: F.mse_loss(gs.zeros(2), gs.zeros(2), reduction="avg"), ValueError, "is not a valid value"),
+    (lambda F: F.linear(gs.zeros(2, 3), gs.zeros(4, 3, dtype=gs.float64), gs.zeros(4)), RuntimeError,
+     "self and mat2 must have the same dtype, but got Float and Double"),
+    (lambda F: F.conv2d(gs.zeros(1, 1, 3, 3), gs.zeros(1, 1, 2, 2, dtype=gs.float64)), RuntimeError,
+     "expected scalar type Float but found Double"),
+    (lambda F: F.layer_norm(gs.zeros(2, 3), (3,), gs.zeros(3, dtype=gs.float64)), RuntimeError,
+     "mixed dtype (CPU): expect parameter to have scalar type of Float"),
 ])
 def test_errors_match_torch_type_and_phrase(call: Callable, error: type, phrase: str) -> None:
     with pytest.raises(error) as info:
