@@ -115,17 +115,16 @@ class BackwardHook:
             replaced = hook(self.module, grad_output)
             if replaced is None:
                 continue
-            if not isinstance(replaced, tuple) or len(replaced) != self.n_outputs:
+            if not isinstance(replaced, (tuple, list)) or len(replaced) != self.n_outputs:
                 got = len(replaced) if isinstance(replaced, (tuple, list)) else type(replaced).__name__
                 raise RuntimeError(f"Backward pre hook returned an invalid number of grad_output, got {got}, "
                                    f"but expected {self.n_outputs} (module {type(self.module).__name__})")
-            grad_output = replaced
+            grad_output = tuple(replaced)
         self.grad_outputs = grad_output
         if self.input_positions is None:
-            if self.full_hooks:
-                warnings.warn("Full backward hook will not fire because no inputs require gradients: it is "
-                              "called now with grad_input of None (module "
-                              f"{type(self.module).__name__})", UserWarning, stacklevel=2)
+            warnings.warn(f"Full backward hooks of {type(self.module).__name__} fire when the gradients with "
+                          "respect to its outputs are known, with grad_input of None, because no inputs "
+                          "require gradients.", UserWarning, stacklevel=2)
             for hook in self.full_hooks:
                 returned = hook(self.module, (None,) * self.n_inputs, grad_output)
                 if returned is not None and not all(g is None for g in returned):
@@ -146,10 +145,10 @@ class BackwardHook:
             replaced = hook(self.module, grad_input, self.grad_outputs)
             if replaced is None:
                 continue
-            if not isinstance(replaced, tuple) or len(replaced) != self.n_inputs:
+            if not isinstance(replaced, (tuple, list)) or len(replaced) != self.n_inputs:
                 got = len(replaced) if isinstance(replaced, (tuple, list)) else type(replaced).__name__
                 raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {got}, but "
                                    f"expected {self.n_inputs} (module {type(self.module).__name__})")
-            grad_input = replaced
+            grad_input = tuple(replaced)
         self.grad_outputs = None
         return tuple(grad_input[i] for i in self.input_positions)

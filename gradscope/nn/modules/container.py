@@ -128,6 +128,9 @@ class ModuleList(Module):
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
 
+    def __add__(self, other: Iterable[Module]) -> "ModuleList":
+        return ModuleList([*self, *other])
+
     def append(self, module: Module) -> "ModuleList":
         self.add_module(str(len(self)), module)
         return self
@@ -239,9 +242,9 @@ class ParameterList(Module):
         for i, p in enumerate(self):
             if isinstance(p, Tensor):
                 size = "x".join(str(s) for s in p.shape)
-                lines.append(f"({i}): Parameter containing: [{p._type_name()} of size {size}]")
+                lines.append(f"  ({i}): Parameter containing: [{p.dtype} of size {size}]")
             else:
-                lines.append(f"({i}): Object of type: {type(p).__name__}")
+                lines.append(f"  ({i}): Object of type: {type(p).__name__}")
         return "\n".join(lines)
 
 
@@ -286,7 +289,13 @@ class ParameterDict(Module):
         return (self[k] for k in self._keys)
 
     def update(self, parameters: Any) -> None:
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """Add entries; a plain dict is added in sorted key order, as PyTorch does."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif isinstance(parameters, dict):
+            items = sorted(parameters.items())
+        else:
+            items = list(parameters)
         for key, value in items:
             self[key] = value
 
@@ -294,7 +303,7 @@ class ParameterDict(Module):
         lines = []
         for k, p in self.items():
             size = "x".join(str(s) for s in p.shape)
-            lines.append(f"({k}): Parameter containing: [{p._type_name()} of size {size}]")
+            lines.append(f"  ({k}): Parameter containing: [{p._type_name()} of size {size}]")
         return "\n".join(lines)
 
 

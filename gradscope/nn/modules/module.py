@@ -498,8 +498,7 @@ class Module:
         for name, param in local_state.items():
             key = prefix + name
             if key not in state_dict:
-                if strict:
-                    missing_keys.append(key)
+                missing_keys.append(key)
                 continue
             value = state_dict[key]
             array = value.data if isinstance(value, Tensor) else np.asarray(value)
@@ -510,17 +509,16 @@ class Module:
                 continue
             param.data[...] = array.astype(param.data.dtype, copy=False)
             param._bump_version()
-        if strict:
-            for key in state_dict:
-                if not key.startswith(prefix):
-                    continue
-                rest = key[len(prefix):]
-                head = rest.split(".", 1)[0]
-                if "." in rest:
-                    if head not in self._modules:
-                        unexpected_keys.append(key)
-                elif rest not in local_state:
+        for key in state_dict:
+            if not key.startswith(prefix):
+                continue
+            rest = key[len(prefix):]
+            head = rest.split(".", 1)[0]
+            if "." in rest:
+                if head not in self._modules:
                     unexpected_keys.append(key)
+            elif rest not in local_state:
+                unexpected_keys.append(key)
 
     def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
         """Copy parameters and buffers from ``state_dict``; returns ``(missing_keys, unexpected_keys)``."""
@@ -540,7 +538,7 @@ class Module:
                 errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t" + "\n\t".join(errors))
-        return _IncompatibleKeys(missing if strict else [], unexpected if strict else [])
+        return _IncompatibleKeys(missing, unexpected)
 
     # ---------------------------------------------------------------- printing
     def _get_name(self) -> str:
@@ -621,16 +619,20 @@ class Module:
             return self.forward(*args, **kwargs)
         return self._call_impl(*args, **kwargs)
 
+    def _forward_hook_list(self) -> list:
+        """(hook, with_kwargs, always_call) for global then local forward hooks, read now."""
+        return [(h, hid in _global_forward_hooks_with_kwargs, hid in _global_forward_hooks_always_called)
+                for hid, h in _global_forward_hooks.items()] + \
+            [(h, hid in self._forward_hooks_with_kwargs, hid in self._forward_hooks_always_called)
+             for hid, h in self._forward_hooks.items()]
+
     def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
         """One module call with every hook kind, in PyTorch's order (see hook-semantics §7)."""
         pre_hooks = list(_global_backward_pre_hooks.values()) + list(self._backward_pre_hooks.values())
         full_hooks = list(_global_backward_hooks.values()) + list(self._backward_hooks.values())
         forward_pre = [(h, False) for h in _global_forward_pre_hooks.values()] + \
             [(h, hid in self._forward_pre_hooks_with_kwargs) for hid, h in self._forward_pre_hooks.items()]
-        forward_post = [(h, hid in _global_forward_hooks_with_kwargs, hid in _global_forward_hooks_always_called)
-                        for hid, h in _global_forward_hooks.items()] + \
-            [(h, hid in self._forward_hooks_with_kwargs, hid in self._forward_hooks_always_called)
-             for hid, h in self._forward_hooks.items()]
+        forward_post: list = []
         result = None
         already_called: set = set()
         try:
@@ -652,6 +654,7 @@ class Module:
                 backward_hook = BackwardHook(self, full_hooks, pre_hooks)
                 args = backward_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
+            forward_post = self._forward_hook_list()
             for index, (hook, with_kwargs, always) in enumerate(forward_post):
                 if always:
                     already_called.add(index)
@@ -662,6 +665,8 @@ class Module:
                 result = backward_hook.setup_output_hook(result)
             return result
         except Exception:
+            if not forward_post:
+                forward_post = self._forward_hook_list()
             for index, (hook, with_kwargs, always) in enumerate(forward_post):
                 if not always or index in already_called:
                     continue
