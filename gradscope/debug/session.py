@@ -621,6 +621,10 @@ class DebugSession:
         elif stop.phase == "node":
             node_text = f"{stop.node.name()} (just ran)"
             source = creation_site(stop.node) or source
+        if stop.phase == "pre" and call is not None and call.parent is None and self._first_nonfinite is None \
+                and any(nonfinite_count(a) for a in stop.groups["grad_output"] if a is not None):
+            notes.append("the gradient reaching the model is already non-finite: it comes from the loss "
+                         "computation, outside the model's modules")
         if stop.phase == "post" and call is not None and self._state(call).deferred:
             notes.append("no input of this module requires grad: grad_input is None")
         if stop.phase == "start":
