@@ -955,18 +955,26 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
 
 # ====================================================================== activations
 def fast_erf(x: np.ndarray) -> np.ndarray:
-    """erf for float arrays: a Chebyshev fit of erfc (|error| < 1.2e-7) for float32 and half,
-    the exact ``math.erf`` for float64."""
+    """erf for float arrays: a Chebyshev fit of erfc (|error| < 1.2e-7, computed in the input's
+    precision) for float32 and half, the exact ``math.erf`` for float64."""
     if x.dtype == np.float64:
         return erf_array(x)
-    z = np.abs(x).astype(np.float64)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = 0.17087277
+    z = np.abs(x)
+    t = z * 0.5
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * 0.17087277
     for coef in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196,
-                 1.00002368, -1.26551223):
-        poly = coef + t * poly
-    erfc = t * np.exp(-z * z + poly)
-    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype)
+                 1.00002368):
+        poly += coef
+        poly *= t
+    poly -= 1.26551223
+    z *= z
+    poly -= z
+    np.exp(poly, out=poly)
+    poly *= t  # erfc(|x|)
+    np.subtract(1.0, poly, out=poly)
+    return np.copysign(poly, x, out=poly)
 
 
 def _unary(cls: type, input: Tensor, out: np.ndarray, **attrs: Any) -> Tensor:
@@ -995,7 +1003,7 @@ class GeluBackward0(Node):
             t = np.tanh(inner)
             d_inner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
             return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner)
-        cdf = 0.5 * (1.0 + fast_erf(x * _INV_SQRT_2))
+        cdf = self.saved()[1]
         pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
         return g * (cdf + x * pdf)
 
@@ -1005,11 +1013,19 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     x = float_input(input)
+    cdf = None
     if approximate == "tanh":
         out = 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
     else:
-        out = 0.5 * x * (1.0 + fast_erf(x * _INV_SQRT_2))
-    return _unary(GeluBackward0, input, out, approximate=approximate)
+        cdf = fast_erf(x * _INV_SQRT_2)
+        cdf += 1.0
+        cdf *= 0.5
+        out = x * cdf
+    node = new_node(GeluBackward0, (input,))
+    if node is not None:
+        node.approximate = approximate
+        node.save(input, None if cdf is None else Tensor._make(cdf))
+    return result(out, node)
 
 
 class EluBackward0(Node):
