@@ -4,7 +4,7 @@ A condition is one or more clauses joined by ``and``:
 
 * ``nan``, ``inf``, ``nonfinite``: the gradients at this point contain NaN / Inf / either;
 * ``module PATTERN``: the module path matches the glob (``encoder.*``, ``fc2``; ``model`` is
-  the root module);
+  the root module), or names one call of a module called several times (``cell[2]``);
 * ``type PATTERN``: the module's class name matches the glob (``Linear``);
 * ``[grad_output|grad_input|output] norm OP X`` with OP one of ``> < >= <=``: the total
   Euclidean norm of the gradients (or of the forward output) compares with X;
@@ -29,7 +29,7 @@ import numpy as np
 from gradscope.debug.stats import total_norm
 from gradscope.errors import GradscopeError
 
-PHASES = ("forward", "pre", "post", "node")
+PHASE_ORDER = ("forward", "pre", "node", "post")
 ROOT_NAME = "model"
 
 SYNTAX_HELP = ("a condition is clauses joined by 'and': nan | inf | nonfinite | module PATTERN | "
@@ -56,6 +56,7 @@ class Event:
         node_name: name of the autograd node (node events), or None.
         arrays: the values the condition looks at: outputs (forward), grad_output (pre),
             grad_input (post), or the gradients the node produced (node); None entries skipped.
+        module_call: the call as displayed, ``"cell[2]"`` for the third call of ``cell``.
     """
 
     phase: str
@@ -63,6 +64,7 @@ class Event:
     module_type: str | None
     node_name: str | None
     arrays: tuple
+    module_call: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class _Clause:
             if event.module_path is None:
                 return False
             path = event.module_path or ROOT_NAME
-            return fnmatch.fnmatchcase(path, self.argument)
+            return fnmatch.fnmatchcase(path, self.argument) or self.argument == event.module_call
         if kind == "type":
             return event.module_type is not None and fnmatch.fnmatchcase(event.module_type, self.argument)
         if kind == "node":
@@ -129,6 +131,11 @@ class Breakpoint:
     def matches(self, event: Event) -> bool:
         """Whether this breakpoint (ignoring ``enabled``) stops at ``event``."""
         return event.phase in self.phases and all(clause.matches(event) for clause in self.clauses)
+
+    @property
+    def phase_text(self) -> str:
+        """The phases checked, in the order they happen (``"pre/post"``)."""
+        return "/".join(phase for phase in PHASE_ORDER if phase in self.phases)
 
     def module_patterns(self) -> list[str]:
         """The ``module`` globs of this condition (to warn when they match nothing)."""

@@ -428,7 +428,8 @@ class DebugSession:
         checked = groups.get("output" if phase == "forward" else _EDITABLE.get(phase, ""), [])
         event = Event(phase=phase, module_path=None if call is None else call.path,
                       module_type=None if call is None else call.type_name,
-                      node_name=None if node is None else node.name(), arrays=tuple(checked))
+                      node_name=None if node is None else node.name(), arrays=tuple(checked),
+                      module_call=None if call is None else call.display)
         hits = self.breakpoints.hit(event)
         depth = call.depth if call is not None else 0
         if hits:
@@ -774,7 +775,7 @@ class DebugSession:
 
     def breakpoint_list(self) -> BreakpointList:
         """The answer to ``breakpoints``."""
-        return BreakpointList(tuple(BreakpointRow(b.number, b.text, "/".join(sorted(b.phases)), b.enabled, b.hits)
+        return BreakpointList(tuple(BreakpointRow(b.number, b.text, b.phase_text, b.enabled, b.hits)
                                     for b in self.breakpoints.breakpoints))
 
     def module_paths(self) -> list[str]:

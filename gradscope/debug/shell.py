@@ -9,6 +9,7 @@ from __future__ import annotations
 import cmd
 import fnmatch
 import inspect
+import re
 from collections import deque
 from typing import IO, Any, Protocol
 
@@ -132,10 +133,11 @@ class DebuggerShell(cmd.Cmd):
             return self.do_breakpoints("")
         breakpoint_ = self.session.breakpoints.add(arg)
         self.presenter.info(f"breakpoint {breakpoint_.number}: {breakpoint_.text} "
-                            f"(checked at {'/'.join(sorted(breakpoint_.phases))} points)")
+                            f"(checked at {breakpoint_.phase_text} points)")
         known = self.session.module_paths()
         for pattern in breakpoint_.module_patterns():
-            if not any(fnmatch.fnmatchcase(path, pattern) for path in known):
+            module = re.sub(r"\[\d+\]$", "", pattern)
+            if not any(fnmatch.fnmatchcase(path, pattern) or path == module for path in known):
                 self.presenter.error(f"warning: no module matches {pattern!r}; modules: {', '.join(known)}")
         if "forward" in breakpoint_.phases and self.session.state not in ("idle", "forward"):
             self.presenter.info("forward breakpoints stop in the next forward pass")

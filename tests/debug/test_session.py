@@ -115,7 +115,7 @@ def test_repeated_calls_are_told_apart() -> None:
 def test_breakpoint_management() -> None:
     _, text, _ = script(Mlp, "break nan; break module fc*; break bogus; disable 2; breakpoints; delete 1; "
                              "enable; breakpoints; delete 7; break module nothing; quit")
-    assert "breakpoint 1: nan (checked at post/pre points)" in text
+    assert "breakpoint 1: nan (checked at pre/post points)" in text
     assert "breakpoint 2: module fc* (checked at pre points)" in text
     assert "error: unknown word 'bogus'" in text
     listing = text.split("(gradscope) breakpoints\n")[1]
