@@ -1,0 +1,375 @@
+"""Every command on every sample model: exit codes, findings, JSON schemas, stdout vs stderr."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import sample
+
+HEALTHY = ["mlp", "cnn", "transformer"]
+EXPECTED_INSPECT = {
+    "mlp": set(),
+    "cnn": set(),
+    "transformer": set(),
+    "deep_sigmoid": {"vanishing"},
+    "rnn_exploding": {"exploding"},
+    "nan_forward": set(),  # finite at step 0; the NaN comes at step 5
+    "nan_backward": {"nonfinite"},
+    "dead_relu": {"dead"},
+    "unused_detach": {"no_grad"},
+}
+ALL = sorted(EXPECTED_INSPECT)
+FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", "threshold"}
+
+
+# ------------------------------------------------------------------------------------------- inspect
+@pytest.mark.parametrize("name", ALL)
+def test_inspect_json_schema_and_findings(gradscope, name):
+    expected = EXPECTED_INSPECT[name]
+    result = gradscope("inspect", sample(name), "--format", "json", code=1 if expected else 0)
+    data = json.loads(result.stdout)
+    assert set(data) == {"schema", "model", "step", "loss", "total_grad_norm", "modules", "parameters", "findings"}
+    assert data["schema"] == "gradscope.inspect/1"
+    assert data["model"] == sample(name)
+    assert data["step"] == 0
+    for module in data["modules"]:
+        assert set(module) == {"name", "type", "grad_output_norm", "grad_input_norm", "nonfinite"}
+    for parameter in data["parameters"]:
+        assert set(parameter) == {"name", "module", "shape", "has_grad", "grad_norm", "grad_mean", "grad_std",
+                                  "grad_abs_max", "nonfinite", "zero_fraction", "param_norm", "grad_to_param"}
+        if not parameter["has_grad"]:
+            assert parameter["grad_norm"] is None and parameter["grad_to_param"] is None
+    for finding in data["findings"]:
+        assert set(finding) == FINDING_KEYS
+    assert {f["check"] for f in data["findings"]} == expected
+
+
+def test_inspect_table_goes_to_stdout_only(gradscope):
+    result = gradscope("inspect", sample("mlp"), code=0)
+    assert "Parameter gradients" in result.stdout
+    assert "No findings" in result.stdout
+    assert result.stderr == ""
+
+
+def test_inspect_module_order_and_names(gradscope):
+    data = gradscope.json("inspect", sample("cnn"), code=0)
+    names = [m["name"] for m in data["modules"]]
+    assert names == ["", "features", "features.0", "features.1", "features.2", "features.3", "features.4",
+                     "classifier"]
+    assert data["modules"][-1]["type"] == "Linear"
+    first_conv = data["modules"][2]
+    assert first_conv["grad_input_norm"] is None  # the images do not require grad
+    assert first_conv["grad_output_norm"] > 0
+
+
+def test_inspect_specific_findings(gradscope):
+    data = gradscope.json("inspect", sample("unused_detach"), code=1)
+    assert {f["parameter"] for f in data["findings"]} == {"encoder.0.weight", "encoder.0.bias", "aux_head.weight",
+                                                          "aux_head.bias"}
+    data = gradscope.json("inspect", sample("dead_relu"), code=1)
+    assert {f["parameter"] for f in data["findings"]} == {"hidden.weight", "hidden.bias", "out.weight"}
+    data = gradscope.json("inspect", sample("deep_sigmoid"), code=1)
+    vanishing = {f["parameter"] for f in data["findings"]}
+    assert "0.weight" in vanishing and "24.weight" not in vanishing
+    assert data["total_grad_norm"] > 0
+
+
+def test_inspect_nonfinite_numbers_are_strings(gradscope):
+    data = gradscope.json("inspect", sample("nan_backward"), code=1)
+    assert data["total_grad_norm"] == "nan"
+    hidden = next(p for p in data["parameters"] if p["name"] == "hidden.weight")
+    assert hidden["nonfinite"] == 64 and hidden["grad_norm"] == "nan"
+
+
+def test_inspect_step_and_save(gradscope, tmp_path):
+    data = gradscope.json("inspect", sample("mlp"), "--step", "3", code=0)
+    assert data["step"] == 3
+    result = gradscope("inspect", sample("mlp"), "--save", "report.svg", code=0)
+    assert (tmp_path / "report.svg").read_text().lstrip().startswith("<svg")
+    assert "saved report.svg" in result.stderr
+    gradscope("inspect", sample("mlp"), "--save", "report.html", code=0)
+    assert "<html" in (tmp_path / "report.html").read_text().lower()
+    result = gradscope("inspect", sample("mlp"), "--save", "report.png", code=2)
+    assert "svg" in result.stderr
+
+
+def test_inspect_thresholds(gradscope):
+    data = gradscope.json("inspect", sample("mlp"), "--max-norm", "0.1", code=1)
+    assert {f["check"] for f in data["findings"]} == {"exploding"}
+    data = gradscope.json("inspect", sample("mlp"), "--min-norm", "1e6", code=1)
+    assert {f["check"] for f in data["findings"]} == {"vanishing"}
+
+
+# --------------------------------------------------------------------------------------------- watch
+WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle"}
+ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind"}
+
+
+@pytest.mark.parametrize("name", HEALTHY + ["dead_relu", "unused_detach"])
+def test_watch_healthy_runs_all_steps(gradscope, name, tmp_path):
+    data = gradscope.json("watch", sample(name), "--steps", "3", "--nan", "--inf", code=0)
+    assert set(data) == WATCH_KEYS
+    assert data["schema"] == "gradscope.watch/1"
+    assert data["status"] == "ok" and data["steps_run"] == 3 and data["first_nonfinite"] is None
+    assert data["bundle"] is None
+    assert [h["step"] for h in data["history"]] == [0, 1, 2]
+    assert all(set(h) == {"step", "loss", "total_grad_norm"} for h in data["history"])
+    assert not (tmp_path / "gradscope-replay.npz").exists()
+
+
+def test_watch_nan_forward_later_step(gradscope, tmp_path):
+    data = gradscope.json("watch", sample("nan_forward"), "--steps", "10", "--nan", code=1)
+    assert data["status"] == "nonfinite"
+    assert data["steps_run"] == 6
+    origin = data["first_nonfinite"]
+    assert set(origin) == ORIGIN_KEYS
+    assert origin["step"] == 5 and origin["phase"] == "forward" and origin["module"] == "features"
+    assert origin["node"] == "LogBackward0" and origin["kind"] == "nan"
+    line = _line_of(sample("nan_forward"), "return gs.log(")
+    assert origin["source"].endswith(f"nan_forward.py:{line}")
+    assert data["bundle"] == "gradscope-replay.npz" and (tmp_path / "gradscope-replay.npz").exists()
+
+
+def test_watch_nan_backward(gradscope):
+    data = gradscope.json("watch", sample("nan_backward"), "--steps", "5", "--nan", "--bundle", "b.npz", code=1)
+    origin = data["first_nonfinite"]
+    assert origin["step"] == 0 and origin["phase"] == "backward"
+    assert origin["module"] == "safe_log" and origin["node"] == "LogBackward0"
+    line = _line_of(sample("nan_backward"), "return gs.where(h > 0, gs.log(h)")
+    assert origin["source"].endswith(f"nan_backward.py:{line}")
+
+
+def test_watch_exploding_rnn_overflows_in_forward(gradscope):
+    data = gradscope.json("watch", sample("rnn_exploding"), "--steps", "10", "--nan", "--inf", code=1)
+    origin = data["first_nonfinite"]
+    assert origin["phase"] == "forward" and origin["step"] == 1
+    assert origin["module"] == "recurrent" and origin["kind"] == "inf"
+
+
+def test_watch_without_flags_reports_but_does_not_stop(gradscope):
+    data = gradscope.json("watch", sample("nan_backward"), "--steps", "2", code=1)
+    assert data["status"] == "nonfinite" and data["steps_run"] == 2 and data["first_nonfinite"] is None
+
+
+def test_watch_clip_keeps_rnn_finite(gradscope):
+    data = gradscope.json("watch", sample("rnn_exploding"), "--steps", "4", "--nan", "--inf", "--clip", "1",
+                          "--lr", "0.001", code=0)
+    assert data["steps_run"] == 4
+
+
+def test_watch_plain_lines_when_piped_and_log(gradscope, tmp_path):
+    result = gradscope("watch", sample("nan_forward"), "--steps", "8", "--nan", "--log", "run.jsonl", code=1)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("step    0  loss")
+    assert "NON-FINITE loss" in lines[5]
+    assert "First non-finite value (nan) started here" in result.stdout
+    assert result.stderr == ""
+    records = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 4, 5]
+    assert records[0]["schema"] == "gradscope.watch.step/1"
+    assert set(records[0]["layers"]) == {"net.0", "net.2"}
+    assert records[5]["loss"] == "nan" and records[5]["nonfinite"] == "loss"
+    gradscope("watch", sample("mlp"), "--steps", "2", "--log", "run.jsonl", code=0)
+    assert len((tmp_path / "run.jsonl").read_text().splitlines()) == 8  # appended
+
+
+def test_watch_json_summary_on_stderr(gradscope):
+    result = gradscope("watch", sample("nan_backward"), "--steps", "2", "--nan", "--format", "json", code=1)
+    json.loads(result.stdout)
+    assert "started here" in result.stderr
+
+
+def test_watch_ctrl_c_prints_summary_and_exits_130(gradscope, monkeypatch):
+    from gradscope.monitor import watch as watch_module
+
+    original = watch_module.Watcher._train_step
+
+    def interrupt_at_step_2(self, step, batch, parameters):
+        if step == 2:
+            raise KeyboardInterrupt
+        return original(self, step, batch, parameters)
+
+    monkeypatch.setattr(watch_module.Watcher, "_train_step", interrupt_at_step_2)
+    result = gradscope("watch", sample("mlp"), "--steps", "10", "--format", "json", code=130)
+    data = json.loads(result.stdout)
+    assert data["steps_run"] == 2 and data["status"] == "interrupted"
+    assert "interrupted after 2 step(s)" in result.stderr
+
+
+# -------------------------------------------------------------------------------------------- replay
+@pytest.mark.parametrize("name,phase", [("nan_forward", "forward"), ("nan_backward", "backward"),
+                                        ("rnn_exploding", "forward")])
+def test_replay_reproduces_the_failing_step(gradscope, name, phase):
+    watched = gradscope.json("watch", sample(name), "--steps", "10", "--nan", "--inf", "--bundle", "r.npz", code=1)
+    replayed = gradscope.json("replay", "r.npz", sample(name), code=1)
+    assert replayed["first_nonfinite"] == watched["first_nonfinite"]
+    assert replayed["first_nonfinite"]["phase"] == phase
+    assert replayed["history"][0]["step"] == watched["history"][-1]["step"]
+    assert replayed["history"][0]["loss"] == watched["history"][-1]["loss"]
+
+
+def test_replay_errors(gradscope, tmp_path):
+    gradscope("watch", sample("nan_backward"), "--steps", "1", "--nan", "--bundle", "r.npz", code=1)
+    result = gradscope("replay", "r.npz", sample("mlp"), code=2)
+    assert "does not match the model" in result.stderr
+    result = gradscope("replay", "missing.npz", sample("mlp"), code=2)
+    assert "missing.npz" in result.stderr and result.stdout == ""
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    result = gradscope("replay", "bad.npz", sample("mlp"), code=2)
+    assert "not a gradscope replay bundle" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- clip
+CLIP_KEYS = {"schema", "mode", "scope", "max", "total_norm_before", "total_norm_after", "parameters"}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_clip_every_model(gradscope, name):
+    data = gradscope.json("clip", sample(name), "--max", "1.0", code=0)
+    assert set(data) == CLIP_KEYS and data["schema"] == "gradscope.clip/1"
+    assert data["mode"] == "norm" and data["scope"] == "global" and data["max"] == 1.0
+    for parameter in data["parameters"]:
+        assert set(parameter) == {"name", "norm_before", "norm_after"}
+    if isinstance(data["total_norm_before"], float) and data["total_norm_before"] > 1.0:
+        assert data["total_norm_after"] == pytest.approx(1.0, rel=1e-3)
+
+
+def test_clip_value_and_module_scope(gradscope):
+    data = gradscope.json("clip", sample("rnn_exploding"), "--max", "0.5", "--mode", "value", code=0)
+    assert data["total_norm_after"] < data["total_norm_before"]
+    data = gradscope.json("clip", sample("rnn_exploding"), "--max", "1.0", "--scope", "module", code=0)
+    by_name = {p["name"]: p for p in data["parameters"]}
+    # module scope changes what flows upstream, not the readout's own gradient
+    assert by_name["readout.weight"]["norm_after"] == pytest.approx(by_name["readout.weight"]["norm_before"])
+    assert by_name["recurrent.weight"]["norm_after"] < by_name["recurrent.weight"]["norm_before"]
+    result = gradscope("clip", sample("mlp"), "--max", "1", "--steps", "2", code=0)
+    assert "norm before" in result.stdout and "(step 1)" in result.stdout
+
+
+def test_clip_requires_max(gradscope):
+    result = gradscope("clip", sample("mlp"), code=2)
+    assert "--max" in result.stderr
+
+
+# --------------------------------------------------------------------------------------------- check
+EXPECTED_CHECK_FAILURES = {
+    "mlp": set(), "cnn": set(), "transformer": set(),
+    "nan_forward": set(),
+    "deep_sigmoid": {"no_vanishing_gradients", "parameters_update"},
+    "rnn_exploding": {"finite", "no_exploding_gradients"},
+    "nan_backward": {"finite"},
+    "dead_relu": {"no_dead_parameters"},
+    "unused_detach": {"gradients_reach_parameters"},
+}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_check_every_model(gradscope, name):
+    failures = EXPECTED_CHECK_FAILURES[name]
+    data = gradscope.json("check", sample(name), "--steps", "3", code=1 if failures else 0)
+    assert set(data) == {"schema", "passed", "checks", "findings"} and data["schema"] == "gradscope.check/1"
+    assert data["passed"] is (not failures)
+    assert {c["name"] for c in data["checks"] if c["status"] == "fail"} == failures
+    assert all(set(c) == {"name", "status", "message"} for c in data["checks"])
+    assert all(set(f) == FINDING_KEYS for f in data["findings"])
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_check_overfit_and_gradcheck_pass_on_healthy_models(gradscope, name):
+    data = gradscope.json("check", sample(name), "--steps", "3", "--overfit", "--gradcheck", code=0)
+    assert {c["name"]: c["status"] for c in data["checks"]}["loss_decreases"] == "pass"
+    assert {c["name"]: c["status"] for c in data["checks"]}["gradcheck"] == "pass"
+
+
+def test_check_later_nan_with_more_steps(gradscope):
+    data = gradscope.json("check", sample("nan_forward"), "--steps", "6", code=1)
+    assert [c["name"] for c in data["checks"] if c["status"] == "fail"] == ["finite"]
+
+
+def test_check_overfit_fails_with_zero_learning_rate(gradscope):
+    data = gradscope.json("check", sample("mlp"), "--overfit", "--lr", "0", code=1)
+    failed = {c["name"] for c in data["checks"] if c["status"] == "fail"}
+    assert failed == {"parameters_update", "loss_decreases"}
+
+
+def test_check_junit(gradscope):
+    import xml.etree.ElementTree as ElementTree
+
+    result = gradscope("check", sample("dead_relu"), "--format", "junit", code=1)
+    root = ElementTree.fromstring(result.stdout)
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == 8
+    failed = [case.get("name") for case in cases if case.find("failure") is not None]
+    assert failed == ["no_dead_parameters"]
+    assert root.find("./testsuite").get("failures") == "1"
+
+
+def test_check_github_annotations_point_at_the_layer(gradscope):
+    result = gradscope("check", sample("dead_relu"), "--format", "github", code=1)
+    lines = result.stdout.splitlines()
+    line = _line_of(sample("dead_relu"), 'add_module("hidden"')
+    assert lines[0].startswith(f"::error file={sample('dead_relu')},line={line},title=gradscope dead::")
+    assert lines[-1].startswith("gradscope check failed:")
+
+
+def test_check_reads_pyproject_and_flags_win(gradscope, tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradscope]\nmax_norm = 0.01\nsteps = 1\n")
+    data = gradscope.json("check", sample("mlp"), code=1)
+    assert {c["name"] for c in data["checks"] if c["status"] == "fail"} == {"no_exploding_gradients"}
+    gradscope.json("check", sample("mlp"), "--max-norm", "1000", code=0)
+    (tmp_path / "pyproject.toml").write_text("[tool.gradscope]\nmax_nrom = 1\n")
+    result = gradscope("check", sample("mlp"), code=2)
+    assert "unknown key 'max_nrom'" in result.stderr and "pyproject.toml" in result.stderr
+    (tmp_path / "pyproject.toml").write_text("[tool.gradscope]\nsteps = 'many'\n")
+    result = gradscope("check", sample("mlp"), code=2)
+    assert "steps must be a int" in result.stderr or "steps must be an int" in result.stderr
+
+
+def test_check_table(gradscope):
+    result = gradscope("check", sample("unused_detach"), code=1)
+    assert "gradients_reach_parameters" in result.stdout and "FAIL" in result.stdout
+    assert "some checks failed" in result.stdout
+
+
+# ------------------------------------------------------------------------------------ general CLI
+def test_python_dash_m_and_version():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "gradscope", "--help"], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0 and "inspect" in result.stdout
+
+
+def test_unknown_option_is_usage_error(gradscope):
+    result = gradscope("inspect", sample("mlp"), "--bogus", code=2)
+    assert "No such option" in result.stderr and result.stdout == ""
+
+
+def test_debug_before_or_after_the_command(gradscope):
+    result = gradscope("--debug", "inspect", "missing.py", code=3)
+    assert "Traceback" in result.stderr
+    result = gradscope("inspect", "missing.py", "--debug", code=3)
+    assert "Traceback" in result.stderr
+    result = gradscope("inspect", "missing.py", code=3)
+    assert "Traceback" not in result.stderr
+
+
+def test_internal_error_exit_4(gradscope, monkeypatch):
+    from gradscope.monitor import inspect as inspect_module
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("oops")
+
+    monkeypatch.setattr(inspect_module, "inspect_model", broken)
+    result = gradscope("inspect", sample("mlp"), code=4)
+    assert "internal error: ZeroDivisionError: oops" in result.stderr and "--debug" in result.stderr
+
+
+def _line_of(path: str, text: str) -> int:
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if text in line:
+            return number
+    raise AssertionError(f"{text!r} not in {path}")
