@@ -255,9 +255,10 @@ def load_model_file(path: str | Path, seed: int = 0) -> Workload:
 
 # ---------------------------------------------------------------------- convention lookup
 def _defined_names(namespace: dict[str, Any]) -> str:
+    own = namespace.get("__name__")
     names = [name for name, value in namespace.items()
              if not name.startswith("_") and not isinstance(value, types.ModuleType)
-             and getattr(value, "__module__", namespace.get("__name__")) == namespace.get("__name__")]
+             and (not isinstance(value, (types.FunctionType, type)) or value.__module__ == own)]
     return ", ".join(names) if names else "nothing"
 
 

@@ -43,7 +43,7 @@ class _RootGroup(click.Group):
             app.abort(f"internal error: {type(exc).__name__}: {exc}{hint}", ExitCode.INTERNAL_ERROR, exc)
 
 
-@click.group(cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("gradscope", cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gradscope", prog_name="gradscope")
 @click.option("--debug", is_flag=True, help="Show full tracebacks for model and internal errors.")
 @click.pass_context
@@ -56,7 +56,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
       gradscope watch sample_models/nan_forward.py --steps 20 --nan
       gradscope check sample_models/mlp.py --format junit > gradscope.xml
 
-    Exit codes: 0 ok, 1 findings, 2 usage, 3 model error, 4 internal error, 130 interrupted.
+    \b
+    Exit codes: 0 ok, 1 findings, 2 usage, 3 model error,
+                4 internal error, 130 interrupted.
     """
     app = ctx.ensure_object(App)
     app.debug = app.debug or debug

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from gradscope.monitor.records import (CheckReport, ClipReport, Finding, InspectReport,
                                            NonFiniteOrigin, StepRecord, WatchReport)
 
-BAR_LOW = -8.0
+BAR_LOW = -12.0
 BAR_HIGH = 4.0
 BAR_WIDTH = 16
 _BLOCKS = " ▏▎▍▌▋▊▉█"
@@ -54,7 +54,7 @@ def norm_bar(value: float | None, low: float = BAR_LOW, high: float = BAR_HIGH, 
     eighths = round(min(max(position, 0.0), 1.0) * width * 8)
     full, part = divmod(eighths, 8)
     bar = "█" * full + (_BLOCKS[part] if part else "")
-    style = "red" if value > 10 ** (high - 1) else "yellow" if value < 10 ** (low + 2) else "cyan"
+    style = "red" if value > 1e3 else "yellow" if value < 1e-6 else "cyan"
     return Text(bar.ljust(width), style=style)
 
 
@@ -90,10 +90,10 @@ def inspect_view(report: "InspectReport") -> RenderableType:
                     title_justify="left", header_style="bold")
     for column in ("module", "type", "calls", "grad_output norm", "grad_input norm", "non-finite"):
         modules.add_column(column, justify="left" if column in ("module", "type") else "right")
-    modules.add_column(f"log10 |grad_input| [{BAR_LOW:g}, {BAR_HIGH:g}]", no_wrap=True)
+    modules.add_column(f"log10 |grad_output| [{BAR_LOW:g}, {BAR_HIGH:g}]", no_wrap=True)
     for record in report.modules:
         modules.add_row(module_label(record.name), record.type, str(record.calls), fmt(record.grad_output_norm),
-                        fmt(record.grad_input_norm), _count(record.nonfinite), norm_bar(record.grad_input_norm))
+                        fmt(record.grad_input_norm), _count(record.nonfinite), norm_bar(record.grad_output_norm))
 
     parameters = Table(title="Parameter gradients", title_justify="left", header_style="bold")
     for column in ("parameter", "shape", "grad norm", "mean", "std", "abs max", "zeros", "non-finite",
