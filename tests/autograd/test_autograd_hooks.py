@@ -463,3 +463,46 @@ def test_hook_removed_during_backward_still_runs_this_pass(same_as_torch) -> Non
         return log
 
     assert same_as_torch(scenario) == ["first", "second", "--", "first"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Hooks and retain_grad inside autograd.grad, and on a 0-dim leaf root
+# --------------------------------------------------------------------------------------------------
+
+def test_multi_grad_hook_all_on_non_leaves_in_autograd_grad(same_as_torch) -> None:
+    def scenario(T):
+        log = []
+        x = T.tensor(f32([1.0, 2.0]), requires_grad=True)
+        h1 = x * 2.0
+        h2 = x.exp()
+        T.autograd.graph.register_multi_grad_hook((h1, h2), lambda grads: log.append(["all", grads]))
+        out = (h1 * h1).sum() + h2.sum()
+        T.autograd.grad(out, [x], retain_graph=True)
+        T.autograd.grad(out, [h1])
+        return log
+
+    log = same_as_torch(scenario)
+    assert len(log) == 2
+    assert log[1][1][1] is None
+
+
+def test_retained_grad_is_filled_by_autograd_grad(same_as_torch) -> None:
+    def scenario(T):
+        x = T.tensor(f32([1.0, 2.0]), requires_grad=True)
+        h = x * 3.0
+        h.retain_grad()
+        T.autograd.grad((h * h).sum(), x)
+        return [h.grad, x.grad]
+
+    assert same_as_torch(scenario) == [[6.0, 12.0], None]
+
+
+def test_backward_on_0d_leaf_fires_its_hook(same_as_torch) -> None:
+    def scenario(T):
+        log = []
+        x = T.tensor(2.0, requires_grad=True)
+        x.register_hook(lambda g: log.append(g))
+        x.backward()
+        return log + [x.grad]
+
+    assert same_as_torch(scenario) == [1.0, 1.0]
