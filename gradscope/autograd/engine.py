@@ -300,6 +300,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     _active_tasks.append(task)
     heappush, heappop = heapq.heappush, heapq.heappop
     freed = _FREED
+    stored: dict = {}  # id -> array of every gradient stored into a .grad by this pass
+    owned: set = set()  # buffer slots holding an array the engine allocated itself
     errstate = np.errstate(divide="ignore", invalid="ignore", over="ignore")
     errstate.__enter__()  # IEEE results (inf/nan) are what the user asked for; no numpy warnings
     try:
@@ -307,7 +309,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             fn = heappop(heap)[2]
             buf = buffers.pop(fn)
             if fn._slow or capture_at or check_anomaly:
-                grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate)
+                grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
                     continue
                 if check_anomaly:
@@ -342,7 +344,17 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                             cbuf[nr] = g
                     else:
                         old = cbuf[nr]
-                        cbuf[nr] = g if old is None else old + g
+                        if old is None:
+                            cbuf[nr] = g
+                        elif (child, nr) in owned:
+                            np.add(old, g, out=old)  # an array the engine allocated: sum in place
+                        else:
+                            total = old + g
+                            if total.__class__ is np.ndarray and total.ndim:
+                                owned.add((child, nr))
+                            else:
+                                total = np.asarray(total)
+                            cbuf[nr] = total
                 elif cbuf is None:
                     buffers[child] = [None] * len(child._meta)
                 remaining = deps[child] - 1
@@ -360,7 +372,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
 
 
 def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, needed: set | None,
-                      accumulate: bool) -> tuple | None:
+                      accumulate: bool, stored: dict) -> tuple | None:
     """Run one node with everything E5 of the contract allows: tensor hooks, retain_grad,
     capture, pre-hooks, compute, post-accumulate hooks, post-hooks. None means: skip it."""
     is_acc = type(fn) is AccumulateGrad
@@ -391,8 +403,13 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if buf[0] is not None and accumulate:
-            fn._exposed = exposed
-            fn.backward(buf[0])
+            grad = buf[0]
+            variable = fn.variable
+            if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
+                                           or not grad.flags.writeable or variable._post_acc_hooks):
+                grad = grad.copy()  # .grad must own its memory: nobody else may see it change
+            stored[id(grad)] = grad
+            fn.backward(grad)
             _post_accumulate(fn.variable)
         grads_in = ()
     elif all(g is None for g in buf):

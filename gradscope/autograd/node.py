@@ -173,7 +173,6 @@ class AccumulateGrad(Node):
 
     __slots__ = ("variable",)
     _slow = True
-    _exposed = False
 
     def __init__(self, variable: Any) -> None:
         self.variable = variable
@@ -193,8 +192,6 @@ class AccumulateGrad(Node):
         variable = self.variable
         old = variable._grad
         if old is None:
-            if not grad.flags.writeable or self._exposed:
-                grad = grad.copy()  # hooks saw this array: .grad must not alias it
             variable._grad = variable._make(grad)
         else:
             data = old.data

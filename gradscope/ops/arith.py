@@ -43,8 +43,6 @@ class AddBackward0(Node):
             gb = unbroadcast(g, self.shape_b)
             if self.alpha != 1:
                 gb = gb * self.alpha
-            elif gb is ga:
-                gb = gb.copy()  # never hand one array to two consumers
         return ga, gb
 
 

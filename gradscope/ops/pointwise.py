@@ -146,7 +146,12 @@ class TanhBackward0(Node):
 
     def backward(self, g):
         out = self.saved()[0]
-        return g * (1 - out * out)  # d tanh = 1 - tanh^2
+        if not out.ndim:
+            return g * (1 - out * out)
+        d = out * out
+        np.subtract(1, d, out=d)  # d tanh = 1 - tanh^2
+        d *= g
+        return d
 
 
 def tanh(input: Tensor) -> Tensor:

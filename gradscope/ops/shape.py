@@ -356,8 +356,16 @@ class IndexBackward0(Node):
     __slots__ = ("shape", "index")
 
     def backward(self, g):
+        index = self.index
+        if (isinstance(index, tuple) and len(index) == len(self.shape)
+                and all(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in index)):
+            # Every dim indexed by an integer array: one bincount beats np.add.at by far.
+            flat = np.ravel_multi_index(np.broadcast_arrays(*index), self.shape, mode="wrap")
+            size = int(np.prod(self.shape))
+            summed = np.bincount(flat.ravel(), weights=g.ravel(), minlength=size)
+            return summed.reshape(self.shape).astype(g.dtype, copy=False)
         grad = np.zeros(self.shape, dtype=g.dtype)
-        np.add.at(grad, self.index, g)
+        np.add.at(grad, index, g)
         return grad
 
 
