@@ -102,6 +102,7 @@ def test_anomaly_mode_is_restored() -> None:
     assert not gs.is_anomaly_enabled()
 
 
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
 def test_anomaly_mode_does_not_change_results(same_as_torch) -> None:
     def scenario(T):
         x = T.tensor(f32([0.5, 1.5]), requires_grad=True)
