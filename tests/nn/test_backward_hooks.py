@@ -749,12 +749,34 @@ def test_linear_tanh_linear_with_real_layers(compare):
                 p.copy_(T.tensor(np.linspace(-1, 1, int(np.prod(p.shape)), dtype=np.float32).reshape(p.shape) + i))
         for name, module in model.named_modules():
             attach(module, log, name or "seq")
+        for name, p in model.named_parameters():
+            # only the owning layer is logged: the order of one layer's parameters is gradscope's own
+            p.register_post_accumulate_grad_hook(lambda p, layer=name.split(".")[0]: log("acc", layer))
         x = x_input(T)
         target = tensor(T, [[0.5, -0.5], [1.0, 0.0]])
         for step in range(2):
             loss = T.nn.MSELoss()(model(x), target)
             loss.backward()
             log("step", step, loss, x.grad, [p.grad for p in model.parameters()])
+
+    compare(run)
+
+
+def test_relu_inplace_on_wrapped_input_raises(compare):
+    if not hasattr(gs.nn, "ReLU"):
+        pytest.skip("gradscope layers not written yet")
+
+    def run(T, log):
+        relu = T.nn.ReLU(inplace=True)
+        relu.register_full_backward_hook(lambda *a: None)
+        x = tensor(T, [[-1.0, 2.0]], True)
+        log.raises("inplace ReLU on a wrapped input", lambda: relu(x * 1), "modified inplace")
+        model = T.nn.Sequential(T.nn.Linear(2, 2), T.nn.ReLU(inplace=True))
+        log("inplace ReLU without hooks works", model(x).shape == (1, 2))
+        with model[1].register_forward_hook(lambda *a: None):
+            log("forward hooks only: works", model(x).shape == (1, 2))
+        with model[1].register_full_backward_pre_hook(lambda *a: None):
+            log.raises("backward pre-hook wraps too", lambda: model(x), "modified inplace")
 
     compare(run)
 

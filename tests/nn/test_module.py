@@ -403,6 +403,31 @@ def test_repr_of_parameter_containers_matches_torch():
     assert repr(build(gs)) == normalise(repr(build(torch)))
 
 
+def test_repr_and_state_dict_keys_of_real_layers_match_torch():
+    torch = pytest.importorskip("torch")
+    needed = ("Linear", "ReLU", "Conv2d", "BatchNorm2d", "MaxPool2d", "Dropout", "LayerNorm", "GRU")
+    if not all(hasattr(gs.nn, name) for name in needed):
+        pytest.skip("gradscope layers not written yet")
+
+    def build(T):
+        nn = T.nn
+        return nn.Sequential(OrderedDict([
+            ("features", nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                                       nn.MaxPool2d(2))),
+            ("flatten", nn.Flatten()),
+            ("heads", nn.ModuleDict({"cls": nn.Sequential(nn.Linear(16, 8), nn.Dropout(0.25), nn.Linear(8, 2)),
+                                     "norm": nn.LayerNorm(16)})),
+            ("rnn", nn.ModuleList([nn.GRU(4, 3, batch_first=True)])),
+        ]))
+
+    ours, theirs = build(gs), build(torch)
+    assert repr(ours) == normalise(repr(theirs))
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+
+
 def test_parameter_basics(compare):
     def run(T, log):
         p = T.nn.Parameter(tensor(T, [1.0, 2.0]))
