@@ -104,18 +104,24 @@ def parameter_record(name: str, module_type: str, parameter: Any) -> ParameterRe
                                nonfinite=0, zero_fraction=None, dead_unit_fraction=None, param_norm=param_norm,
                                grad_to_param=None)
     array = to_numpy(grad)
-    grad_norm = math.sqrt(squared_norm(array))
+    squared = squared_norm(array)
+    grad_norm = math.sqrt(squared)
     bad = nonfinite_count(array) if not math.isfinite(grad_norm) else 0
-    if array.size:
-        wide = array.astype(np.float64)
-        grad_mean, grad_std, grad_abs_max = float(wide.mean()), float(wide.std()), float(np.abs(wide).max())
-        zero_fraction = 1.0 - np.count_nonzero(array) / array.size
-    else:
-        grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
+    grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
     dead = None
-    if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
-        per_unit = np.count_nonzero(array.reshape(array.shape[0], -1), axis=1)
-        dead = float(np.mean(per_unit == 0))
+    if array.size:
+        # Single passes over the float32 data (no float64 copy): sum, max, min, count_nonzero.
+        grad_mean = float(array.sum(dtype=np.float64)) / array.size
+        grad_std = math.sqrt(max(squared / array.size - grad_mean * grad_mean, 0.0)) if math.isfinite(squared) \
+            else math.nan
+        grad_abs_max = max(float(array.max()), -float(array.min()))
+        zeros = array.size - np.count_nonzero(array)
+        zero_fraction = zeros / array.size
+        if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
+            dead = 0.0
+            if zeros:
+                per_unit = np.count_nonzero(array.reshape(array.shape[0], -1), axis=1)
+                dead = float(np.mean(per_unit == 0))
     ratio = grad_norm / param_norm if param_norm > 0 else None
     return ParameterRecord(name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=True,
                            grad_norm=grad_norm, grad_mean=grad_mean, grad_std=grad_std, grad_abs_max=grad_abs_max,

@@ -373,3 +373,22 @@ def _line_of(path: str, text: str) -> int:
         if text in line:
             return number
     raise AssertionError(f"{text!r} not in {path}")
+
+
+def test_watch_live_table_on_a_terminal(tmp_path, monkeypatch):
+    import io
+
+    from click.testing import CliRunner
+    from rich.console import Console
+
+    from gradscope.cli import App, cli
+
+    monkeypatch.chdir(tmp_path)
+    app = App()
+    screen = io.StringIO()
+    app._out = Console(file=screen, force_terminal=True, width=120)
+    result = CliRunner().invoke(cli, ["watch", sample("mlp"), "--steps", "3"], obj=app, catch_exceptions=False)
+    assert result.exit_code == 0
+    text = screen.getvalue()
+    assert "gradscope watch" in text and "total grad norm" in text and "3 steps run" in text
+    assert "step    0  loss" not in text  # no plain lines on a terminal

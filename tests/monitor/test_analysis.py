@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from gradscope.monitor.analysis import Thresholds, gradient_findings, has_errors, loss_findings, merge_findings
 from gradscope.monitor.records import Finding, ParameterRecord
 
@@ -54,3 +56,32 @@ def test_loss_findings_and_helpers():
     assert has_errors([finding]) and not has_errors([Finding("dead", "warning", "m")])
     merged = merge_findings([[finding], [finding, Finding("dead", "warning", "m", parameter="p")]])
     assert len(merged) == 2
+
+
+def test_parameter_record_statistics_match_numpy():
+    import numpy as np
+
+    import gradscope as gs
+    from gradscope import nn
+    from gradscope.monitor.stats import parameter_record
+
+    gs.manual_seed(0)
+    layer = nn.Linear(6, 4)
+    grad = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    grad[1] = 0.0
+    grad[2, :3] = 0.0
+    layer.weight.grad = gs.tensor(grad)
+    stats = parameter_record("weight", "Linear", layer.weight)
+    assert stats.grad_norm == pytest.approx(float(np.linalg.norm(grad)), rel=1e-6)
+    assert stats.grad_mean == pytest.approx(float(grad.mean()), abs=1e-7)
+    assert stats.grad_std == pytest.approx(float(grad.std()), rel=1e-5)
+    assert stats.grad_abs_max == pytest.approx(float(np.abs(grad).max()))
+    assert stats.zero_fraction == pytest.approx(9 / 24)
+    assert stats.dead_unit_fraction == pytest.approx(1 / 4)
+    assert stats.param_norm == pytest.approx(float(np.linalg.norm(layer.weight.detach().numpy())), rel=1e-6)
+    assert stats.grad_to_param == pytest.approx(stats.grad_norm / stats.param_norm)
+    grad[0, 0] = np.nan
+    grad[0, 1] = np.inf
+    layer.weight.grad = gs.tensor(grad)
+    stats = parameter_record("weight", "Linear", layer.weight)
+    assert stats.nonfinite == 2 and math.isnan(stats.grad_norm)
