@@ -33,10 +33,12 @@ __all__ = [
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``. A 2-D input gives PyTorch's ``AddmmBackward0``/``MmBackward0`` node."""
     if input.data.ndim == 2:
-        weight_t = shape.t(weight)
+        if weight.data.ndim != 2:
+            return arith.matmul(input, shape.t(weight))
+        transposed = nn_ops.weight_t(weight)
         if bias is None:
-            return arith.matmul(input, weight_t)
-        return nn_ops.addmm(bias, input, weight_t)
+            return arith.matmul(input, transposed)
+        return nn_ops.addmm(bias, input, transposed)
     if input.data.ndim == 1:
         out = arith.matmul(input, shape.t(weight))
         return out if bias is None else arith.add(out, bias)

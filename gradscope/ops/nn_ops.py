@@ -158,12 +158,39 @@ class AddmmBackward0(Node):
     def backward(self, g):
         (node_b, _), (node_1, _), (node_2, _) = self._next
         mat1, mat2 = self.saved()
-        gb = unbroadcast(g, self.bias_shape) if node_b is not None else None
-        if gb is g:
-            gb = g.copy()
+        gb = None
+        if node_b is not None:
+            gb = g.sum(axis=0) if self.bias_shape == g.shape[1:] else unbroadcast(g, self.bias_shape)
+            if gb is g:
+                gb = g.copy()  # never hand one array to two consumers
         g1 = g @ mat2.T if node_1 is not None else None
-        g2 = mat1.T @ g if node_2 is not None else None
+        # the transpose of a fresh (out, in) product: Linear's weight gradient is then contiguous
+        g2 = (g.T @ mat1).T if node_2 is not None else None
         return gb, g1, g2
+
+
+class TBackward0(Node):
+    """The transposed weight of ``linear`` (private to it: its one consumer is AddmmBackward0 or
+    MmBackward0). A gradient that is the transpose of a whole contiguous array is handed on as
+    that array, so the weight's ``.grad`` needs no copy."""
+
+    __slots__ = ()
+
+    def backward(self, g):
+        out = g.T
+        base = g.base
+        if (base is not None and self._pre_hooks is None and self._post_hooks is None
+                and out.flags.c_contiguous and base.flags.c_contiguous and base.shape == out.shape
+                and base.__array_interface__["data"][0] == out.__array_interface__["data"][0]):
+            return base
+        return out
+
+
+def weight_t(weight: Tensor) -> Tensor:
+    """``weight.t()`` for ``linear`` (a view sharing the weight's version counter)."""
+    out = result(weight.data.T, new_node(TBackward0, (weight,)))
+    out._vc = weight._version_counter()
+    return out
 
 
 def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor) -> Tensor:

@@ -91,6 +91,29 @@ def test_linear_parameter_accumulation_order_is_bias_input_weight() -> None:
     assert order == ["b", "x", "w"]
 
 
+def test_linear_weight_grad_is_contiguous_owned_and_accumulates() -> None:
+    x = gs.randn(5, 3)
+    w = gs.randn(4, 3, requires_grad=True)
+    b = gs.randn(4, requires_grad=True)
+    F.linear(x, w, b).sum().backward()
+    first = w.grad.data.copy()
+    assert w.grad.data.flags.c_contiguous and w.grad.data.base is None and b.grad.data.base is None
+    F.linear(x, w, b).sum().backward()
+    np.testing.assert_allclose(w.grad.data, 2 * first, rtol=1e-6)
+
+
+def test_linear_weight_transpose_node_hooks_see_and_replace_the_gradient() -> None:
+    x = gs.randn(5, 3)
+    w = gs.randn(4, 3, requires_grad=True)
+    out = F.linear(x, w, gs.zeros(4))
+    seen = []
+    t_node = out.grad_fn.next_functions[2][0]
+    t_node.register_prehook(lambda go: (seen.append(go[0].shape), (go[0] * 0,))[1])
+    out.sum().backward()
+    assert seen == [(3, 4)]
+    np.testing.assert_array_equal(w.grad.data, 0)
+
+
 @pytest.mark.parametrize("shape", [(4,), (3, 4), (2, 3, 4), (2, 1, 3, 4)])
 def test_linear_shapes_match_torch(shape: tuple) -> None:
     both(lambda T, x, w, b: T.nn.functional.linear(x, w, b), rand(*shape), rand(5, 4, seed=1), rand(5, seed=2),
