@@ -49,10 +49,10 @@ def read_config(start: Path) -> tuple[dict[str, Any], Path | None, str | None]:
             raise ConfigError(f"{path}: unknown key {key!r} in [tool.gradscope]; "
                               f"known keys: {', '.join(sorted(KEYS))}")
         kind = KEYS[name]
-        valid = isinstance(value, bool) if kind is bool else (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or isinstance(value, int)))
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        valid = isinstance(value, bool) if kind is bool else number and (kind is float or isinstance(value, int))
         if not valid:
-            raise ConfigError(f"{path}: [tool.gradscope] {key} must be {'a' if kind is int else 'a'} "
-                              f"{kind.__name__}, got {value!r}")
+            article = "an" if kind is int else "a"
+            raise ConfigError(f"{path}: [tool.gradscope] {key} must be {article} {kind.__name__}, got {value!r}")
         config[name] = kind(value)
     return config, path, None

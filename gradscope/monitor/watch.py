@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
-
 from gradscope.loading import Batch, Workload
 from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFiniteTracer
 from gradscope.monitor.records import NonFiniteOrigin, StepRecord, WatchReport
@@ -82,13 +80,12 @@ class Watcher:
             snapshot = None
             if self.stops_on_nonfinite:
                 snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label)
-            record, stop_kind = self._train_step(step, batch, parameters)
+            record, stop = self._train_step(step, batch, parameters)
             self.history.append(record)
             if record.nonfinite is not None:
                 self.saw_nonfinite = True
-            if stop_kind is not None and snapshot is not None:
-                self.origin = localize(self.workload, snapshot, self.optimizer, phase_hint=record.nonfinite,
-                                       clip=self.options.clip)
+            if stop and snapshot is not None:
+                self.origin = localize(self.workload, snapshot, self.optimizer, clip=self.options.clip)
                 if self.options.bundle is not None:
                     snapshot.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
                     self.bundle = self.options.bundle
@@ -107,7 +104,8 @@ class Watcher:
         return WatchReport(model=self.workload.label, steps_run=len(self.history), status=status,
                            first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle)
 
-    def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]]) -> tuple[StepRecord, str | None]:
+    def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]]) -> tuple[StepRecord, bool]:
+        """One training step with cheap detection; returns the record and whether to stop."""
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.workload.loss(batch)
         loss_value = float(loss.item())
@@ -147,13 +145,13 @@ class Watcher:
         record = StepRecord(step=step, loss=loss_value, total_grad_norm=_sqrt(total),
                             layer_norms=tuple((name, _sqrt(value)) for name, value in layer_squares.items()),
                             nonfinite=where)
-        return record, ("stop" if self._should_stop(kinds) else None)
+        return record, self._should_stop(kinds)
 
     def _should_stop(self, kinds: list[str]) -> bool:
         return ("nan" in kinds and self.options.nan) or ("inf" in kinds and self.options.inf)
 
 
-def localize(workload: Workload, snapshot: Snapshot, optimizer: Any, phase_hint: str | None = None,
+def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
              clip: float | None = None) -> NonFiniteOrigin | None:
     """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started.
 
@@ -184,7 +182,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any, phase_hint:
         loss = workload.loss(_tracking_inputs(batch))
     loss_value = float(loss.item())
     if forward.module_found or not math.isfinite(loss_value):
-        origin = _forward_origin(workload, forward, step, loss_value)
+        origin = _forward_origin(forward, step, loss_value)
         snapshot.restore(model, optimizer)
         return origin
 
@@ -241,12 +239,12 @@ def replay(workload: Workload, bundle: str | Path) -> WatchReport:
     record, _ = watcher._train_step(snapshot.step, batch, parameters)
     origin = None
     if record.nonfinite is not None:
-        origin = localize(workload, snapshot, optimizer, phase_hint=record.nonfinite, clip=options.clip)
+        origin = localize(workload, snapshot, optimizer, clip=options.clip)
     return WatchReport(model=workload.label, steps_run=1, status="nonfinite" if record.nonfinite else "ok",
                        first_nonfinite=origin, history=(record,), bundle=str(bundle))
 
 
-def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: int, loss_value: float) -> NonFiniteOrigin:
+def _forward_origin(tracer: ForwardNonFiniteTracer, step: int, loss_value: float) -> NonFiniteOrigin:
     source = _relative_source(tracer.source) if tracer.source is not None else None
     if tracer.module_found:
         kind = tracer.kind or "nan"

@@ -22,7 +22,8 @@ NO_GRAD = ParameterRecord(name="aux.weight", module="aux", module_type="Linear",
 FINDING = Finding(check="no_grad", severity="error", message="aux.weight receives no gradient", module="aux",
                   parameter="aux.weight")
 INSPECT = InspectReport(model="m.py", step=0, loss=math.nan, total_grad_norm=0.5,
-                        modules=(ModuleRecord("", "Net", 1, 0.7, None, 0), ModuleRecord("fc", "Linear", 1, 0.7, None, 0)),
+                        modules=(ModuleRecord("", "Net", 1, 0.7, None, 0),
+                                 ModuleRecord("fc", "Linear", 1, 0.7, None, 0)),
                         parameters=(PARAM, NO_GRAD), findings=(FINDING,))
 
 
