@@ -214,7 +214,6 @@ class DebugSession:
     def _reset_pass(self) -> None:
         self._states: dict = {}
         self._ran: dict = {}
-        self._order: list = []
         self._reachable: set | None = None
         self._first_nonfinite: tuple | None = None
         self._pass_open = False
@@ -352,7 +351,6 @@ class DebugSession:
         state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
         state.pending = {n for n in call.nodes if n not in self._ran
                          and (self._reachable is None or n in self._reachable)}
-        self._order.append(("pre", call))
         stop = self._event("pre", call, None, {"grad_output": arrays})
         return None if stop is None else stop.replacement()
 
@@ -377,7 +375,6 @@ class DebugSession:
         state.grad_input = arrays
         state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
         state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
-        self._order.append(("post", call))
         groups = {"grad_output": state.grad_output or [], "grad_input": arrays}
         stop = self._event("post", call, None, groups)
         return None if stop is None else stop.replacement()

@@ -5,7 +5,6 @@ import re
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
