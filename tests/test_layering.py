@@ -17,7 +17,7 @@ RANKS = {
     "nn": 4, "optim": 4, "serialization": 4,
     "loading": 5, "monitor": 5, "testing": 5, "debug": 5,
     "render": 6,
-    "cli": 7, "__main__": 7,
+    "cli": 7, "__main__": 7, "_api": 8,
 }
 RENDER_FORBIDDEN = {"autograd", "ops", "nn", "hooks", "optim"}
 
