@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from gradscope.cli.app import App, ExitCode
+from gradscope.cli.options import debug_option
 
 NO_TERMINAL = ("gradscope debug needs a terminal for its prompt. Without one, give the commands to run: "
                "--commands \"break nan; continue; where; grads; quit\" (separated by ';'), or "
@@ -34,6 +35,7 @@ def read_commands_file(path: str) -> list[str]:
               help="Run these prompt commands instead of reading a terminal, printing what the prompt shows.")
 @click.option("--commands-file", type=click.Path(exists=True, dir_okay=False),
               help="Like --commands, one command per line.")
+@debug_option
 @click.pass_obj
 def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], commands: str | None,
           commands_file: str | None) -> None:

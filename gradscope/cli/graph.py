@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from gradscope.cli.app import App, ExitCode
+from gradscope.cli.options import debug_option
 
 
 @click.command("graph")
@@ -14,6 +15,7 @@ from gradscope.cli.app import App, ExitCode
               help="A tree on the terminal, or Graphviz DOT text.")
 @click.option("--step", default=0, show_default=True, type=click.IntRange(min=0),
               help="Run the forward pass on the batch of this step.")
+@debug_option
 @click.pass_obj
 def graph(app: App, model_file: str, depth: int | None, output_format: str, step: int) -> None:
     """Show the autograd graph of one forward pass of MODEL, from the loss down.

@@ -1,6 +1,6 @@
 """Benchmark (not a test): the cost of monitoring, measured in one process, single-threaded.
 
-Run: ``python tests/monitor/bench_monitoring.py``. On the MLP 784-512-512-10 (batch 128, ReLU,
+Run: ``python tests/benchmarks/bench_cli.py``. On the MLP 784-512-512-10 (batch 128, ReLU,
 cross-entropy, SGD) written with ``nn`` layers it prints, as medians of per-block ratios over
 alternating blocks:
 
