@@ -143,22 +143,19 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
 
 
 def _count_dependencies(root_nodes: list) -> dict:
-    deps: dict = {}
-    seen = set(root_nodes)
+    """For every node reachable from the roots, how many edges from reachable nodes point at it."""
+    deps: dict = dict.fromkeys(root_nodes, 0)
     stack = list(root_nodes)
+    pop, push = stack.pop, stack.append
     while stack:
-        fn = stack.pop()
-        for child, _ in fn._next:
+        for child, _ in pop()._next:
             if child is None:
                 continue
-            if child in seen:
+            if child in deps:
                 deps[child] += 1
             else:
-                seen.add(child)
                 deps[child] = 1
-                stack.append(child)
-    for fn in root_nodes:
-        deps.setdefault(fn, 0)
+                push(child)
     return deps
 
 
