@@ -21,6 +21,18 @@ def _index(idx: Any, size: int) -> int:
     return idx % size
 
 
+def _delete_and_renumber(modules: OrderedDict, idx: Any) -> None:
+    """Delete entries (an index or a slice) and renumber the rest "0", "1", ..."""
+    keys = list(modules.keys())
+    targets = keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys))]]
+    for key in targets:
+        del modules[key]
+    remaining = list(modules.values())
+    modules.clear()
+    for i, module in enumerate(remaining):
+        modules[str(i)] = module
+
+
 class Sequential(Module):
     """Modules called in order, each on the previous one's output.
 
@@ -47,14 +59,7 @@ class Sequential(Module):
         self.add_module(key, module)
 
     def __delitem__(self, idx: Any) -> None:
-        keys = list(self._modules.keys())
-        targets = keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys))]]
-        for key in targets:
-            del self._modules[key]
-        modules = list(self._modules.values())
-        self._modules.clear()
-        for i, module in enumerate(modules):
-            self._modules[str(i)] = module
+        _delete_and_renumber(self._modules, idx)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -110,14 +115,7 @@ class ModuleList(Module):
         self.add_module(str(_index(idx, len(self._modules))), module)
 
     def __delitem__(self, idx: Any) -> None:
-        keys = list(self._modules.keys())
-        targets = keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys))]]
-        for key in targets:
-            del self._modules[key]
-        modules = list(self._modules.values())
-        self._modules.clear()
-        for i, module in enumerate(modules):
-            self._modules[str(i)] = module
+        _delete_and_renumber(self._modules, idx)
 
     def __len__(self) -> int:
         return len(self._modules)
