@@ -298,6 +298,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     heappush, heappop = heapq.heappush, heapq.heappop
     freed = _FREED
     stored: dict = {}  # id -> array of every gradient stored into a .grad by this pass
+    general = bool(capture_at) or check_anomaly  # every node needs the general path
     owned: set = set()  # buffer slots holding an array the engine allocated itself
     errstate = np.errstate(divide="ignore", invalid="ignore", over="ignore")
     errstate.__enter__()  # IEEE results (inf/nan) are what the user asked for; no numpy warnings
@@ -305,7 +306,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         while heap:
             fn = heappop(heap)[2]
             buf = buffers.pop(fn)
-            if fn._slow or capture_at or check_anomaly:
+            if general or fn._slow:
                 grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
                     continue

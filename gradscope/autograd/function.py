@@ -48,6 +48,27 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
 _NO_EDGE = (None, 0)
 
 
+def new_node1(cls: type, x: Tensor, scalar_operand: bool = False) -> Node | None:
+    """``new_node`` for the hot one-tensor case (``scalar_operand`` adds a ``(None, 0)`` edge)."""
+    if not _grad_state.enabled:
+        return None
+    fn = x.grad_fn
+    if fn is not None:
+        edge = (fn, x._output_nr)
+    elif x.requires_grad:
+        edge = (x._accumulator(), 0)
+    else:
+        return None
+    node = object.__new__(cls)
+    node._next = (edge, _NO_EDGE) if scalar_operand else (edge,)
+    node._seq = _next_seq()
+    node._saved = None
+    node._vcs = ()
+    if _anomaly.enabled:
+        node._trace = anomaly.record_trace()
+    return node
+
+
 def result(out: np.ndarray, node: Node | None) -> Tensor:
     """Wrap ``out`` as the single output of ``node`` (which may be None)."""
     if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars

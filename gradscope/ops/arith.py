@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from gradscope.autograd.function import new_node, result
+from gradscope.autograd.function import new_node, new_node1, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import fix_float, operand, unbroadcast
@@ -121,7 +121,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
         data = input.data
         if data.dtype.kind == "f":
             scalar = _scalar_array(other, data.dtype)
-            node = new_node(MulBackward0, (input, None))
+            node = new_node1(MulBackward0, input, scalar_operand=True)
             if node is not None:
                 node.scalar = scalar
                 node._saved = ()  # saves the scalar: a second backward must still fail

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gradscope.autograd.function import new_node, result
+from gradscope.autograd.function import new_node, new_node1, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import fix_float, float_input, operand, unbroadcast
@@ -22,7 +22,7 @@ class ExpBackward0(Node):
 
 def exp(input: Tensor) -> Tensor:
     with np.errstate(over="ignore"):
-        return result(np.exp(float_input(input)), new_node(ExpBackward0, (input,)))
+        return result(np.exp(float_input(input)), new_node1(ExpBackward0, input))
 
 
 class LogBackward0(Node):
@@ -70,7 +70,7 @@ class SqrtBackward0(Node):
 
 def sqrt(input: Tensor) -> Tensor:
     with np.errstate(invalid="ignore"):
-        return result(np.sqrt(float_input(input)), new_node(SqrtBackward0, (input,)))
+        return result(np.sqrt(float_input(input)), new_node1(SqrtBackward0, input))
 
 
 class RsqrtBackward0(Node):
@@ -157,7 +157,7 @@ class TanhBackward0(Node):
 def tanh(input: Tensor) -> Tensor:
     data = input.data
     return result(np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
-                  new_node(TanhBackward0, (input,)))
+                  new_node1(TanhBackward0, input))
 
 
 class SigmoidBackward0(Node):
@@ -176,7 +176,7 @@ def _sigmoid_array(x: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(input: Tensor) -> Tensor:
-    return result(_sigmoid_array(float_input(input)), new_node(SigmoidBackward0, (input,)))
+    return result(_sigmoid_array(float_input(input)), new_node1(SigmoidBackward0, input))
 
 
 class ReluBackward0(Node):
@@ -188,7 +188,7 @@ class ReluBackward0(Node):
 
 
 def relu(input: Tensor) -> Tensor:
-    return result(np.maximum(input.data, 0), new_node(ReluBackward0, (input,)))
+    return result(np.maximum(input.data, 0), new_node1(ReluBackward0, input))
 
 
 class ErfBackward0(Node):
