@@ -17,7 +17,7 @@ _active_tasks: list["GraphTask"] = []
 class GraphTask:
     """State of one backward call, visible to hooks through ``current_task()``."""
 
-    __slots__ = ("deps", "relevant", "callbacks", "visited")
+    __slots__ = ("deps", "relevant", "callbacks")
 
     def __init__(self) -> None:
         self.deps: dict = {}

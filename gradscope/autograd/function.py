@@ -240,8 +240,3 @@ class Function(metaclass=_FunctionMeta):
         elif ctx._to_save:
             ctx._to_save = ()
         return outputs[0] if single else outputs
-
-
-class once_differentiable:  # pragma: no cover - compatibility shim
-    def __new__(cls, fn: Any) -> Any:
-        return fn

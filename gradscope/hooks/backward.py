@@ -107,19 +107,11 @@ class BackwardHook:
     # ---------------------------------------------------------------- backward-time hooks
     def _output_hook(self, grad_inputs: tuple, grad_outputs: tuple) -> tuple:
         """H_out: grad_output is known; run the pre-hooks (and, if no input needs grad, the hooks)."""
-        grads: list = [None] * self.n_outputs
-        for position, g in zip(self.output_positions, grad_inputs):
-            grads[position] = g
-        grad_output = tuple(grads)
+        grad_output = _spread(self.output_positions, grad_inputs, self.n_outputs)
         for hook in self.pre_hooks:
             replaced = hook(self.module, grad_output)
-            if replaced is None:
-                continue
-            if not isinstance(replaced, (tuple, list)) or len(replaced) != self.n_outputs:
-                got = len(replaced) if isinstance(replaced, (tuple, list)) else type(replaced).__name__
-                raise RuntimeError(f"Backward pre hook returned an invalid number of grad_output, got {got}, "
-                                   f"but expected {self.n_outputs} (module {type(self.module).__name__})")
-            grad_output = tuple(replaced)
+            if replaced is not None:
+                grad_output = self._checked(replaced, self.n_outputs, "Backward pre hook", "grad_output")
         self.grad_outputs = grad_output
         if self.input_positions is None:
             warnings.warn(f"Full backward hooks of {type(self.module).__name__} fire when the gradients with "
@@ -133,22 +125,30 @@ class BackwardHook:
             self.grad_outputs = None
         return tuple(grad_output[i] for i in self.output_positions)
 
+    def _checked(self, replaced: Any, expected: int, who: str, what: str) -> tuple:
+        """A hook's replacement as a tuple; PyTorch's error when its length is wrong."""
+        if not isinstance(replaced, (tuple, list)) or len(replaced) != expected:
+            got = len(replaced) if isinstance(replaced, (tuple, list)) else type(replaced).__name__
+            raise RuntimeError(f"{who} returned an invalid number of {what}, got {got}, but expected "
+                               f"{expected} (module {type(self.module).__name__})")
+        return tuple(replaced)
+
     def _input_hook(self, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
         """H_in: grad_input is known; run the full hooks, whose return replaces it."""
         if self.grad_outputs is None:
             return None
-        grads: list = [None] * self.n_inputs
-        for position, g in zip(self.input_positions, grad_inputs):
-            grads[position] = g
-        grad_input = tuple(grads)
+        grad_input = _spread(self.input_positions, grad_inputs, self.n_inputs)
         for hook in self.full_hooks:
             replaced = hook(self.module, grad_input, self.grad_outputs)
-            if replaced is None:
-                continue
-            if not isinstance(replaced, (tuple, list)) or len(replaced) != self.n_inputs:
-                got = len(replaced) if isinstance(replaced, (tuple, list)) else type(replaced).__name__
-                raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {got}, but "
-                                   f"expected {self.n_inputs} (module {type(self.module).__name__})")
-            grad_input = tuple(replaced)
+            if replaced is not None:
+                grad_input = self._checked(replaced, self.n_inputs, "Backward hook", "grad_input")
         self.grad_outputs = None
         return tuple(grad_input[i] for i in self.input_positions)
+
+
+def _spread(positions: list, grads: tuple, size: int) -> tuple:
+    """A tuple of ``size`` slots: ``grads`` at ``positions``, None elsewhere (non-tensor args)."""
+    slots: list = [None] * size
+    for position, g in zip(positions, grads):
+        slots[position] = g
+    return tuple(slots)
