@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import gradscope as gs
+from hook_models import affine_cls, tanh_cls
 from gradscope.nn.modules import module as gs_module_file
 
 GLOBAL_REGISTRATIONS = ("register_module_forward_pre_hook", "register_module_forward_hook",
@@ -27,28 +28,6 @@ def tensor(T, data, requires_grad=False):
 
 def mm(T):
     return T.nn.modules.module
-
-
-def affine_cls(T):
-    class Affine(T.nn.Module):
-        def __init__(self, in_features=3, out_features=2, offset=0.0):
-            super().__init__()
-            weight = np.arange(in_features * out_features, dtype=np.float32).reshape(out_features, in_features)
-            self.weight = T.nn.Parameter(T.tensor((weight - offset) / 10))
-            self.bias = T.nn.Parameter(T.tensor(np.linspace(-0.5, 0.5, out_features, dtype=np.float32)))
-
-        def forward(self, x):
-            return x @ self.weight.t() + self.bias
-
-    return Affine
-
-
-def tanh_cls(T):
-    class Tanh(T.nn.Module):
-        def forward(self, x):
-            return T.tanh(x)
-
-    return Tanh
 
 
 def mlp(T):
