@@ -166,6 +166,25 @@ class Engine:
         """The dtype's short name: ``"float32"``, ``"bfloat16"``, ``"int64"``, ..."""
         return str(tensor.dtype).rpartition(".")[2]
 
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        """``(owner, attribute)`` pairs through which ``tensor.backward()`` and the engine's
+        ``autograd.backward`` reach the engine; ``gradscope run`` wraps them while a script runs."""
+        raise NotImplementedError
+
+    def in_backward(self) -> bool:
+        """True while a backward pass runs in this thread (e.g. activation checkpointing's
+        recomputation of forward)."""
+        raise NotImplementedError
+
+    def is_compiling(self) -> bool:
+        """True while a compiler traces the code (hooks must then do nothing)."""
+        return False
+
+    def is_compiled_module(self, module: Any) -> bool:
+        """True if ``module`` is a compiled wrapper whose inner modules' hooks are not observed."""
+        return False
+
 
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the

@@ -141,3 +141,16 @@ class TorchEngine(Engine):
 
     def describe_device(self, tensor: Any) -> str | None:
         return str(tensor.device)
+
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        return [(torch.autograd, "backward")]
+
+    def in_backward(self) -> bool:
+        return torch._C._current_graph_task_id() != -1
+
+    def is_compiling(self) -> bool:
+        return torch.compiler.is_compiling()
+
+    def is_compiled_module(self, module: Any) -> bool:
+        return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
