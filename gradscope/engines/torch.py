@@ -42,10 +42,14 @@ class TorchEngine(Engine):
                                                                     always_call=always_call)
 
     def register_optimizer_step_pre_hook(self, hook: Callable) -> Any:
-        return torch.optim.optimizer.register_optimizer_step_pre_hook(hook)
+        from torch.optim.optimizer import register_optimizer_step_pre_hook  # torch.optim deletes the attribute
+
+        return register_optimizer_step_pre_hook(hook)
 
     def register_optimizer_step_post_hook(self, hook: Callable) -> Any:
-        return torch.optim.optimizer.register_optimizer_step_post_hook(hook)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        return register_optimizer_step_post_hook(hook)
 
     def no_grad(self) -> contextlib.AbstractContextManager:
         return torch.no_grad()

@@ -201,6 +201,9 @@ class RunMonitor:
         self._roots = [root for root in self._roots if id(root.module) not in inside]
         self._roots.append(_Root(engine, module, ""))
         self._rename()
+        self.root_calls = [call for call in self.root_calls if self._root_of(call.module) is not None]
+        for call in self.root_calls:
+            call.name = self._root_of(call.module).prefix
 
     def _rename(self) -> None:
         prefixes = _root_prefixes([root.module for root in self._roots], self.main_globals)
@@ -322,6 +325,8 @@ class RunMonitor:
         if self.localizing or engine.is_compiling():
             return
         self._in_step = True
+        if args and args[0] is optimizer:  # torch's step hooks get the optimizer itself in args
+            args = args[1:]
         self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
         self._clipped = None
         if self.options.clip is not None and not self._closure_step:
