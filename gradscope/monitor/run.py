@@ -179,6 +179,7 @@ class RunMonitor:
         for owner, attribute, original in reversed(self._patches):
             setattr(owner, attribute, original)
         self._patches.clear()
+        self._engines.clear()
 
     def original_backward(self, engine: Engine) -> Callable:
         """The engine's unwrapped ``autograd.backward``."""
