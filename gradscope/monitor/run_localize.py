@@ -157,6 +157,7 @@ class _ForwardTrace:
         self.source: tuple[str, int] | None = None
         self.source_node: str | None = None
         self._checked: dict[int, tuple[Any, str | None]] = {}
+        self._arguments: dict[int, Any] = {}
         self._last_line: dict[int, int] = {}
         self._handle: Any = None
         self._previous_trace: Callable | None = None
@@ -209,7 +210,8 @@ class _ForwardTrace:
         if not is_user_file(frame.f_code.co_filename):
             return None
         for value in list(frame.f_locals.values()):
-            self._first(value)  # arguments are not attributed to this frame
+            for tensor in self.engine.tensors_in(value):  # arguments are not attributed to this frame
+                self._arguments[id(tensor)] = tensor
         self._last_line[id(frame)] = frame.f_lineno
         return self._trace_line
 
@@ -228,8 +230,7 @@ class _ForwardTrace:
 
     def _attribute(self, value: Any, frame: FrameType, line: int) -> None:
         for tensor in self.engine.tensors_in(value):
-            known = self._checked.get(id(tensor))
-            if known is not None and known[0] is tensor:
+            if self._arguments.get(id(tensor)) is tensor:
                 continue
             if self._kind(tensor) is not None:
                 self.source = (frame.f_code.co_filename, line)

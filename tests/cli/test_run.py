@@ -265,3 +265,45 @@ def test_torch_is_not_imported_for_a_native_script(tmp_path):
 def _line_of(script: Path, text: str) -> int:
     lines = script.read_text().splitlines()
     return next(index for index, line in enumerate(lines, 1) if line.strip() == text)
+
+
+def test_readme_example_is_real_output(gradscope, monkeypatch):
+    """The README's `gradscope run` example, byte for byte (trailing spaces aside)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("COLUMNS", "100")
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("<!-- run-example -->") + 2
+    block = lines[start:lines.index("```", start)]
+    command = block[0].removeprefix("$ gradscope ").split()
+    result = gradscope(*command, code=1)
+    produced = [line.rstrip() for line in (result.stdout + result.stderr).splitlines()]
+    assert produced == block[1:]
+
+
+def test_ctrl_c_prints_the_summary_keeps_the_log_and_exits_130(gradscope, tmp_path):
+    script = tmp_path / "interrupted.py"
+    script.write_text(textwrap.dedent('''
+        import gradscope as gs
+        from gradscope import nn
+        model = nn.Linear(3, 1)
+        optimizer = gs.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            optimizer.zero_grad()
+            model(gs.ones(2, 3)).sum().backward()
+            optimizer.step()
+        raise KeyboardInterrupt
+    '''))
+    log = tmp_path / "steps.jsonl"
+    result = gradscope("run", "--log", str(log), str(script), code=130)
+    assert "interrupted" in result.stderr and "3 steps" in result.stderr
+    assert [r["step"] for r in _log(log)] == [0, 1, 2]
+
+
+def test_update_phase_names_the_parameter(gradscope, script, tmp_path):
+    """A learning rate so large that the update overflows: the next forward meets an Inf weight."""
+    text = script.read_text().replace("lr=0.01", "lr=float(sys.argv[4])")
+    script.write_text(text)
+    doc = _json(gradscope, "--nan", "--inf", str(script), "4", "-1", "plain", "1e39", code=1)
+    origin = doc["first_nonfinite"]
+    assert origin["phase"] == "update" and origin["node"] == "SGD.step"
+    assert origin["step"] < doc["steps_run"]
