@@ -300,10 +300,22 @@ def test_ctrl_c_prints_the_summary_keeps_the_log_and_exits_130(gradscope, tmp_pa
 
 
 def test_update_phase_names_the_parameter(gradscope, script, tmp_path):
-    """A learning rate so large that the update overflows: the next forward meets an Inf weight."""
-    text = script.read_text().replace("lr=0.01", "lr=float(sys.argv[4])")
-    script.write_text(text)
-    doc = _json(gradscope, "--nan", "--inf", str(script), "4", "-1", "plain", "1e39", code=1)
-    origin = doc["first_nonfinite"]
-    assert origin["phase"] == "update" and origin["node"] == "SGD.step"
-    assert origin["step"] < doc["steps_run"]
+    """Gradients of 1e3 times a learning rate of 1e36: the first update overflows to Inf."""
+    header = script.read_text().split("\n\n\nclass Exp")[0]
+    update = tmp_path / "update.py"
+    update.write_text(header + textwrap.dedent('''
+
+        manual_seed(0)
+        model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+        optimizer = T.optim.SGD(model.parameters(), lr=1e36)
+        for step in range(3):
+            optimizer.zero_grad()
+            loss = model(T.ones(4, 2)).sum() * 1000.0
+            loss.backward()
+            optimizer.step()
+            print(step)
+    '''))
+    doc = _json(gradscope, "--inf", str(update), code=1)
+    assert doc["first_nonfinite"] == {"step": 0, "rank": None, "phase": "update", "module": "0", "node": "SGD.step",
+                                      "source": None, "kind": "inf"}
+    assert doc["steps_run"] == 2
