@@ -40,8 +40,9 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
     node._seq = _next_seq()
     node._saved = None
     node._vcs = ()
+    node._extras = None
     if _anomaly.enabled:
-        node._trace = anomaly.record_trace()
+        node._extra().trace = anomaly.record_trace()
     return node
 
 
@@ -64,9 +65,25 @@ def new_node1(cls: type, x: Tensor, scalar_operand: bool = False) -> Node | None
     node._seq = _next_seq()
     node._saved = None
     node._vcs = ()
+    node._extras = None
     if _anomaly.enabled:
-        node._trace = anomaly.record_trace()
+        node._extra().trace = anomaly.record_trace()
     return node
+
+
+_METAS: dict = {}
+
+
+def output_meta(out: np.ndarray) -> tuple:
+    """The ``_meta`` of a one-output node, ``((shape, dtype),)``: one shared tuple per shape and
+    dtype, so that a node adds no metadata objects for the garbage collector to track."""
+    key = (out.shape, out.dtype)
+    meta = _METAS.get(key)
+    if meta is None:
+        if len(_METAS) > 1024:
+            _METAS.clear()
+        meta = _METAS[key] = (key,)
+    return meta
 
 
 def result(out: np.ndarray, node: Node | None) -> Tensor:
@@ -76,23 +93,19 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
     t = object.__new__(Tensor)
     t.data = out
     t._output_nr = 0
+    t._vc = None  # created on first use (see Tensor._version_counter)
     if node is None:
         t.requires_grad = False
         t.grad_fn = None
-        t._vc = None
         return t
     t.requires_grad = True
     t.grad_fn = node
-    node._meta = ((out.shape, out.dtype),)
+    node._meta = output_meta(out)
     if node._save_output:
-        vc = t._vc = [0]
-        node._vcs = ((vc, 0, None),)
         if saved_tensor_hooks_stack:
             node._pack([out])
         else:
             node._saved = (out,)
-    else:
-        t._vc = None
     return t
 
 
@@ -108,8 +121,8 @@ def results(outs: list, node: Node | None) -> tuple:
             t._output_nr = index
         tensors.append(t)
     if node is not None:
+        node._extra()  # several outputs: the engine's general path hands each its gradient
         node._meta = tuple((o.shape, o.dtype) for o in outs)
-        node._slow = True
     return tuple(tensors)
 
 
@@ -203,6 +216,7 @@ class Function(metaclass=_FunctionMeta):
             ctx = object.__new__(cls._backward_cls)
             ctx._saved = None
             ctx._vcs = ()
+            ctx._extras = None
             ctx._next = ()
             ctx._seq = -1
             recording = False

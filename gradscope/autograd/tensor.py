@@ -159,6 +159,11 @@ class Tensor:
         vc = self._vc
         if vc is None:
             vc = self._vc = [0]
+            fn = self.grad_fn
+            if fn is not None and fn._save_output and fn._saved is not None:
+                # Created lazily: a node that saved this tensor as its output starts watching
+                # its version only now, the first time anything can change or share it.
+                fn._watch_output(vc)
         return vc
 
     def _bump_version(self) -> None:
@@ -294,11 +299,10 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is None or self._retains_grad:
             return
-        fn = self.grad_fn
-        if fn._retain is None:
-            fn._retain = {}
-        fn._slow = True
-        fn._retain[self._output_nr] = weakref.ref(self)
+        extras = self.grad_fn._extra()
+        if extras.retain is None:
+            extras.retain = {}
+        extras.retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
 
     def register_hook(self, hook: Callable) -> RemovableHandle:
@@ -343,6 +347,7 @@ class Tensor:
     def detach_(self) -> "Tensor":
         if self._inplace_error is not None:
             raise RuntimeError(self._inplace_error)
+        self._version_counter()  # a node that saved this tensor keeps watching it
         self.grad_fn = None
         self.requires_grad = False
         return self

@@ -1,12 +1,13 @@
 """Binary arithmetic, matmul and comparisons."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from gradscope.autograd.function import new_node, new_node1, result
-from gradscope.autograd.node import Node
+from gradscope.autograd.node import _FREED, _FREED_MESSAGE, Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import fix_float, operand, unbroadcast
 
@@ -15,8 +16,13 @@ _SCALAR_ARRAYS: dict = {}
 
 
 def _scalar_array(value: Any, dtype: np.dtype) -> np.ndarray:
-    """A cached read-only 0-d array: numpy multiplies by it faster than by a python float."""
-    key = (value, type(value), dtype)
+    """A cached read-only 0-d array: numpy multiplies by it faster than by a python float.
+
+    The key holds the sign of ``value`` as well: ``0.0 == -0.0``, and they hash alike, but
+    ``x * -0.0`` must give ``-0.`` where ``x * 0.0`` gives ``+0.``. (A NaN never equals a key,
+    so it always gets a fresh array with its own bits.)
+    """
+    key = (value, type(value), dtype, value < 0 or (value == 0 and math.copysign(1.0, value) < 0))
     arr = _SCALAR_ARRAYS.get(key)
     if arr is None:
         if len(_SCALAR_ARRAYS) > 512:
@@ -100,18 +106,30 @@ def rsub(input: Tensor, other: Any) -> Tensor:
 
 
 class MulBackward0(Node):
-    __slots__ = ("scalar", "shape_a", "shape_b")
+    __slots__ = ("shape_a", "shape_b")
     _single_input = False
 
     def backward(self, g):
         (node_a, _), (node_b, _) = self._next
-        saved = self.saved()
-        if not saved:
-            return (g * self.scalar, None)
-        a, b = saved
+        a, b = self.saved()
         ga = unbroadcast(g * b, self.shape_a) if node_a is not None else None
         gb = unbroadcast(g * a, self.shape_b) if node_b is not None else None
         return ga, gb
+
+
+class _MulScalarBackward(Node):
+    """``tensor * python scalar``: PyTorch's MulBackward0 with a ``(None, 0)`` second edge; its
+    own class so that the engine's one-input path runs it."""
+
+    __slots__ = ("scalar",)
+
+    def backward(self, g):
+        if self._saved is _FREED:  # the scalar counts as saved: a second backward must fail
+            raise RuntimeError(_FREED_MESSAGE)
+        return g * self.scalar
+
+
+_MulScalarBackward.__name__ = _MulScalarBackward.__qualname__ = "MulBackward0"
 
 
 def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
@@ -121,10 +139,10 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
         data = input.data
         if data.dtype.kind == "f":
             scalar = _scalar_array(other, data.dtype)
-            node = new_node1(MulBackward0, input, scalar_operand=True)
+            node = new_node1(_MulScalarBackward, input, scalar_operand=True)
             if node is not None:
                 node.scalar = scalar
-                node._saved = ()  # saves the scalar: a second backward must still fail
+                node._saved = ()
             return result(data * scalar, node)
     if not isinstance(input, Tensor):
         input, other = other, input
@@ -132,16 +150,18 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     out_arr = a * b
     if out_arr.dtype.itemsize == 8 and out_arr.dtype.kind == "f":
         out_arr = fix_float(out_arr, input, other)
-    other_t = other if isinstance(other, Tensor) else None
-    node = new_node(MulBackward0, (input, other_t))
-    if node is not None:
-        if other_t is None:
-            node.scalar = b
-            node._saved = ()  # saves the scalar: a second backward must still fail
-        else:
+    if isinstance(b, np.ndarray):
+        other_t = other if isinstance(other, Tensor) else Tensor._make(b)
+        node = new_node(MulBackward0, (input, other_t))
+        if node is not None:
             node.shape_a = a.shape
             node.shape_b = b.shape
             node.save(input, other_t)
+    else:
+        node = new_node1(_MulScalarBackward, input, scalar_operand=True)
+        if node is not None:
+            node.scalar = b
+            node._saved = ()
     return result(out_arr, node)
 
 
@@ -240,6 +260,7 @@ class PowBackward2(Node):
     """scalar ** tensor."""
 
     __slots__ = ("base",)
+    _save_output = True
 
     def backward(self, g):
         (out,) = self.saved()
@@ -268,7 +289,6 @@ def pow(input: Any, exponent: Any) -> Tensor:
     node = new_node(PowBackward2, (exponent,))
     if node is not None:
         node.base = a
-        node._save_output = True
     return result(out_arr, node)
 
 

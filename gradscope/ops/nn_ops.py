@@ -179,7 +179,7 @@ class TBackward0(Node):
     def backward(self, g):
         out = g.T
         base = g.base
-        if (base is not None and self._pre_hooks is None and self._post_hooks is None
+        if (base is not None and self._extras is None
                 and out.flags.c_contiguous and base.flags.c_contiguous and base.shape == out.shape
                 and base.__array_interface__["data"][0] == out.__array_interface__["data"][0]):
             return base

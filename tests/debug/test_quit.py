@@ -69,7 +69,8 @@ def test_quit_restores_the_model_and_removes_every_hook(commands: str, condition
     assert all(p._hooks in (None, {}) for p in model.parameters())
     if losses:  # the identity nodes of module backward hooks keep theirs (made at forward time)
         for node in _all_nodes(losses[0]):
-            assert not any("DebugSession" in hook.__qualname__ for hook in (node._post_hooks or {}).values())
+            post_hooks = node._extras.post_hooks if node._extras is not None else None
+            assert not any("DebugSession" in hook.__qualname__ for hook in (post_hooks or {}).values())
 
 
 def test_quit_aborts_backward_in_a_training_loop() -> None:
