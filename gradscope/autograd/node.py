@@ -113,7 +113,7 @@ class Node:
                 continue
             vc = t._version_counter()
             vcs.append((vc, vc[0], t))
-            arrays.append(t.data)
+            arrays.append(t._data)
         self._vcs = vcs
         if saved_tensor_hooks_stack:
             self._pack(arrays)
@@ -142,7 +142,7 @@ class Node:
                     out.append(None)
                     continue
                 value = self._unpack(packed)
-                out.append(value.data if hasattr(value, "data") else np.asarray(value))
+                out.append(value._data if hasattr(value, "_data") else np.asarray(value))
             return out
         return saved
 
@@ -180,7 +180,7 @@ class AccumulateGrad(Node):
         self._seq = ACCUMULATE_SEQ
         self._saved = None
         self._vcs = ()
-        self._meta = ((variable.data.shape, variable.data.dtype),)
+        self._meta = ((variable._data.shape, variable._data.dtype),)
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
@@ -194,11 +194,11 @@ class AccumulateGrad(Node):
         if old is None:
             variable._grad = variable._make(grad)
         else:
-            data = old.data
+            data = old._data
             if data.shape == grad.shape and data.flags.writeable:
                 np.add(data, grad, out=data, casting="unsafe")
             else:
-                old.data = data + grad
+                old._data = data + grad
         return ()
 
 

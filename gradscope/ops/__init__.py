@@ -88,7 +88,7 @@ def _install() -> None:
     Tensor.__neg__ = arith.neg
     Tensor.__pos__ = lambda self: self
     Tensor.__abs__ = pointwise.abs
-    Tensor.__invert__ = lambda self: arith.bitwise_not(self) if self.data.dtype.kind != "b" else arith.logical_not(self)
+    Tensor.__invert__ = lambda self: arith.bitwise_not(self) if self._data.dtype.kind != "b" else arith.logical_not(self)
     Tensor.__and__ = arith.logical_and
     Tensor.__or__ = arith.logical_or
     Tensor.__xor__ = arith.logical_xor

@@ -74,12 +74,12 @@ def full(size: Sequence, fill_value: Any, *, dtype: Any = None, device: Any = No
 
 
 def zeros_like(t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _finish(np.zeros(t.data.shape, dtype=t.data.dtype if dtype is None else dtypes.to_numpy_dtype(dtype)),
+    return _finish(np.zeros(t._data.shape, dtype=t._data.dtype if dtype is None else dtypes.to_numpy_dtype(dtype)),
                    requires_grad)
 
 
 def ones_like(t: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _finish(np.ones(t.data.shape, dtype=t.data.dtype if dtype is None else dtypes.to_numpy_dtype(dtype)),
+    return _finish(np.ones(t._data.shape, dtype=t._data.dtype if dtype is None else dtypes.to_numpy_dtype(dtype)),
                    requires_grad)
 
 
@@ -89,8 +89,8 @@ def empty_like(t: Tensor, *, dtype: Any = None, device: Any = None, requires_gra
 
 def full_like(t: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
-    return _finish(np.full(t.data.shape, fill_value,
-                           dtype=t.data.dtype if dtype is None else dtypes.to_numpy_dtype(dtype)), requires_grad)
+    return _finish(np.full(t._data.shape, fill_value,
+                           dtype=t._data.dtype if dtype is None else dtypes.to_numpy_dtype(dtype)), requires_grad)
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
@@ -141,7 +141,7 @@ class Generator:
     def set_state(self, state: Any) -> None:
         import json
 
-        data = state.data if isinstance(state, Tensor) else np.asarray(state, dtype=np.uint8)
+        data = state._data if isinstance(state, Tensor) else np.asarray(state, dtype=np.uint8)
         self.rng.bit_generator.state = json.loads(bytes(data.astype(np.uint8)).decode())
 
 
@@ -200,20 +200,20 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None, d
 
 
 def rand_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return rand(*t.data.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return rand(*t._data.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
 def randn_like(t: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return randn(*t.data.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    return randn(*t._data.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
 def randint_like(t: Tensor, low: int, high: int | None = None, *, dtype: Any = None) -> Tensor:
-    return randint(low, high, t.data.shape, dtype=dtype or t.dtype)
+    return randint(low, high, t._data.shape, dtype=dtype or t.dtype)
 
 
 def multinomial(probs: Tensor, num_samples: int, replacement: bool = False, *,
                 generator: Generator | None = None) -> Tensor:
-    p = probs.data.astype(np.float64)
+    p = probs._data.astype(np.float64)
     rows = p.reshape(-1, p.shape[-1])
     out = np.stack([_rng(generator).choice(r.size, size=num_samples, replace=replacement, p=r / r.sum())
                     for r in rows])

@@ -29,12 +29,12 @@ def _scatter_add_into(target: np.ndarray, axis: int, index: np.ndarray, src: np.
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """Values of ``input`` at ``index`` along ``dim``."""
-    axis = normalize_dim(dim, input.data.ndim)
-    idx = index.data.astype(np.int64)
-    out = np.take_along_axis(input.data, idx, axis=axis)
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64)
+    out = np.take_along_axis(input._data, idx, axis=axis)
     node = new_node(GatherBackward0, (input,))
     if node is not None:
-        node.shape, node.axis, node.index = input.data.shape, axis, idx
+        node.shape, node.axis, node.index = input._data.shape, axis, idx
     return result(out, node)
 
 
@@ -50,10 +50,10 @@ class ScatterAddBackward0(Node):
 
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
-    axis = normalize_dim(dim, input.data.ndim)
-    idx = index.data.astype(np.int64)
-    out = input.data.copy()
-    _scatter_add_into(out, axis, idx, src.data)
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64)
+    out = input._data.copy()
+    _scatter_add_into(out, axis, idx, src._data)
     node = new_node(ScatterAddBackward0, (input, src))
     if node is not None:
         node.axis, node.index = axis, idx
@@ -71,12 +71,12 @@ class IndexSelectBackward0(Node):
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    axis = normalize_dim(dim, input.data.ndim)
-    idx = index.data.astype(np.int64).reshape(-1)
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64).reshape(-1)
     node = new_node(IndexSelectBackward0, (input,))
     if node is not None:
-        node.shape, node.axis, node.index = input.data.shape, axis, idx
-    return result(np.take(input.data, idx, axis=axis), node)
+        node.shape, node.axis, node.index = input._data.shape, axis, idx
+    return result(np.take(input._data, idx, axis=axis), node)
 
 
 class MaskedFillBackward0(Node):
@@ -92,10 +92,10 @@ def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
     """``input`` with ``value`` where ``mask`` is true (mask broadcasts)."""
     m = operand(mask).astype(bool)
     v = value.item() if isinstance(value, Tensor) else value
-    out = np.where(m, np.asarray(v, dtype=input.data.dtype), input.data)
+    out = np.where(m, np.asarray(v, dtype=input._data.dtype), input._data)
     node = new_node(MaskedFillBackward0, (input,))
     if node is not None:
-        node.mask, node.shape = m, input.data.shape
+        node.mask, node.shape = m, input._data.shape
     return result(out, node)
 
 
@@ -111,12 +111,12 @@ class TriuBackward0(TrilBackward0):
 
 
 def _triangle(input: Tensor, diagonal: int, lower: bool) -> Tensor:
-    rows, cols = input.data.shape[-2:]
+    rows, cols = input._data.shape[-2:]
     keep = np.tri(rows, cols, diagonal, dtype=bool) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
     node = new_node(TrilBackward0 if lower else TriuBackward0, (input,))
     if node is not None:
         node.keep = keep
-    return result(np.where(keep, input.data, np.zeros((), input.data.dtype)), node)
+    return result(np.where(keep, input._data, np.zeros((), input._data.dtype)), node)
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:

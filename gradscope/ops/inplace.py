@@ -31,7 +31,7 @@ def check_inplace(target: Tensor, other: Tensor | None = None) -> bool:
         raise RuntimeError("gradscope does not support in-place modification of a view of a tensor that "
                            "requires grad (PyTorch rewrites the base's history here); use an out-of-place "
                            "op such as torch.where, cat or clone() first")
-    if target.data.dtype.kind != "f":
+    if target._data.dtype.kind != "f":
         raise RuntimeError("only floating point tensors can be modified in place with autograd")
     return True
 
@@ -45,13 +45,13 @@ def _apply(target: Tensor, other: Any, compute: Callable[[Tensor], Tensor], fast
         fast()
         target._bump_version()
         return target
-    original = Tensor._make(target.data.copy())
+    original = Tensor._make(target._data.copy())
     original.requires_grad = target.requires_grad
     original.grad_fn = target.grad_fn
     original._output_nr = target._output_nr
     original._vc = [target._version]
     out = compute(original)
-    target.data[...] = out.data
+    target._data[...] = out._data
     target._bump_version()
     target.grad_fn = out.grad_fn
     target.requires_grad = out.requires_grad
@@ -84,61 +84,61 @@ def _overwrite(original: Tensor, values: np.ndarray, src: Tensor | None = None) 
     if src is not None and src.requires_grad:
         node = new_node(CopyBackwards, (original, src))
         if node is not None:
-            node.src_shape = src.data.shape
+            node.src_shape = src._data.shape
     else:
         node = new_node(FillBackward0, (original,))
-    return result(values.astype(original.data.dtype, copy=True), node)
+    return result(values.astype(original._data.dtype, copy=True), node)
 
 
 def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     b = operand(other)
     return _apply(self, other, lambda o: arith.add(o, other, alpha=alpha),
-                  lambda: np.add(self.data, b if alpha == 1 else b * alpha, out=self.data, casting="unsafe"))
+                  lambda: np.add(self._data, b if alpha == 1 else b * alpha, out=self._data, casting="unsafe"))
 
 
 def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     b = operand(other)
     return _apply(self, other, lambda o: arith.sub(o, other, alpha=alpha),
-                  lambda: np.subtract(self.data, b if alpha == 1 else b * alpha, out=self.data, casting="unsafe"))
+                  lambda: np.subtract(self._data, b if alpha == 1 else b * alpha, out=self._data, casting="unsafe"))
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
     b = operand(other)
     return _apply(self, other, lambda o: arith.mul(o, other),
-                  lambda: np.multiply(self.data, b, out=self.data, casting="unsafe"))
+                  lambda: np.multiply(self._data, b, out=self._data, casting="unsafe"))
 
 
 def div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     b = operand(other)
     return _apply(self, other, lambda o: arith.div(o, other, rounding_mode=rounding_mode),
-                  lambda: np.copyto(self.data, arith.div(self, other, rounding_mode=rounding_mode).data,
+                  lambda: np.copyto(self._data, arith.div(self, other, rounding_mode=rounding_mode)._data,
                                     casting="unsafe"))
 
 
 def pow_(self: Tensor, exponent: Any) -> Tensor:
     return _apply(self, exponent, lambda o: arith.pow(o, exponent),
-                  lambda: np.copyto(self.data, np.power(self.data, operand(exponent)), casting="unsafe"))
+                  lambda: np.copyto(self._data, np.power(self._data, operand(exponent)), casting="unsafe"))
 
 
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
     return _apply(self, None, lambda o: pointwise.clamp(o, min, max),
-                  lambda: np.copyto(self.data, pointwise.clamp(self, min, max).data, casting="unsafe"))
+                  lambda: np.copyto(self._data, pointwise.clamp(self, min, max)._data, casting="unsafe"))
 
 
 def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     src_t = src if isinstance(src, Tensor) else Tensor._make(np.asarray(src))
 
     def compute(original: Tensor) -> Tensor:
-        return _overwrite(original, np.broadcast_to(src_t.data, self.data.shape), src_t)
+        return _overwrite(original, np.broadcast_to(src_t._data, self._data.shape), src_t)
 
-    return _apply(self, src_t, compute, lambda: np.copyto(self.data, np.broadcast_to(src_t.data, self.data.shape),
+    return _apply(self, src_t, compute, lambda: np.copyto(self._data, np.broadcast_to(src_t._data, self._data.shape),
                                                           casting="unsafe"))
 
 
 def fill_(self: Tensor, value: Any) -> Tensor:
     v = value.item() if isinstance(value, Tensor) else value
-    return _apply(self, None, lambda o: _overwrite(o, np.full(self.data.shape, v)),
-                  lambda: self.data.fill(v))
+    return _apply(self, None, lambda o: _overwrite(o, np.full(self._data.shape, v)),
+                  lambda: self._data.fill(v))
 
 
 def zero_(self: Tensor) -> Tensor:
@@ -146,53 +146,53 @@ def zero_(self: Tensor) -> Tensor:
 
 
 def relu_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda o: pointwise.relu(o), lambda: np.maximum(self.data, 0, out=self.data))
+    return _apply(self, None, lambda o: pointwise.relu(o), lambda: np.maximum(self._data, 0, out=self._data))
 
 
 def tanh_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda o: pointwise.tanh(o), lambda: np.tanh(self.data, out=self.data))
+    return _apply(self, None, lambda o: pointwise.tanh(o), lambda: np.tanh(self._data, out=self._data))
 
 
 def sigmoid_(self: Tensor) -> Tensor:
     return _apply(self, None, lambda o: pointwise.sigmoid(o),
-                  lambda: np.copyto(self.data, pointwise.sigmoid(self).data))
+                  lambda: np.copyto(self._data, pointwise.sigmoid(self)._data))
 
 
 def exp_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda o: pointwise.exp(o), lambda: np.exp(self.data, out=self.data))
+    return _apply(self, None, lambda o: pointwise.exp(o), lambda: np.exp(self._data, out=self._data))
 
 
 def neg_(self: Tensor) -> Tensor:
-    return _apply(self, None, lambda o: arith.neg(o), lambda: np.negative(self.data, out=self.data))
+    return _apply(self, None, lambda o: arith.neg(o), lambda: np.negative(self._data, out=self._data))
 
 
 def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
     from gradscope.ops.indexing import masked_fill
 
     return _apply(self, value if isinstance(value, Tensor) else None, lambda o: masked_fill(o, mask, value),
-                  lambda: np.copyto(self.data, masked_fill(self, mask, value).data))
+                  lambda: np.copyto(self._data, masked_fill(self, mask, value)._data))
 
 
 def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
     from gradscope.ops.creation import _rng
 
-    values = _rng(generator).uniform(a, b, self.data.shape)
+    values = _rng(generator).uniform(a, b, self._data.shape)
     return _fill_random(self, values)
 
 
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
     from gradscope.ops.creation import _rng
 
-    values = _rng(generator).normal(mean, std, self.data.shape)
+    values = _rng(generator).normal(mean, std, self._data.shape)
     return _fill_random(self, values)
 
 
 def bernoulli_(self: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor:
     from gradscope.ops.creation import _rng
 
-    return _fill_random(self, _rng(generator).random(self.data.shape) < p)
+    return _fill_random(self, _rng(generator).random(self._data.shape) < p)
 
 
 def _fill_random(self: Tensor, values: np.ndarray) -> Tensor:
     return _apply(self, None, lambda o: _overwrite(o, values),
-                  lambda: np.copyto(self.data, values, casting="unsafe"))
+                  lambda: np.copyto(self._data, values, casting="unsafe"))

@@ -15,7 +15,7 @@ from gradscope.ops._util import normalize_dim
 def _view_result(out: np.ndarray, node: Node | None, base: Tensor) -> Tensor:
     """A result that shares ``base``'s memory also shares its version counter."""
     t = result(out, node)
-    if out.base is not None or out is base.data:
+    if out.base is not None or out is base._data:
         t._vc = base._version_counter()
         if base.requires_grad:
             t._view_of_grad = True
@@ -57,20 +57,20 @@ def _infer_shape(shape: tuple, numel: int, current: tuple) -> tuple:
 
 def reshape(input: Tensor, *shape: Any) -> Tensor:
     """Same data with a new shape (a view when possible)."""
-    target = _infer_shape(_sizes(shape), input.data.size, input.data.shape)
-    out = input.data.reshape(target)
+    target = _infer_shape(_sizes(shape), input._data.size, input._data.shape)
+    out = input._data.reshape(target)
     node = new_node(ViewBackward0, (input,))
     if node is not None:
-        node.shape = input.data.shape
+        node.shape = input._data.shape
     return _view_result(out, node, input)
 
 
 def view(input: Tensor, *shape: Any) -> Tensor:
     """A view with a new shape; raises like PyTorch when the strides do not allow it."""
     if len(shape) == 1 and isinstance(shape[0], dtypes.dtype):
-        return Tensor._make(input.data.view(shape[0].np))
-    target = _infer_shape(_sizes(shape), input.data.size, input.data.shape)
-    data = input.data
+        return Tensor._make(input._data.view(shape[0].np))
+    target = _infer_shape(_sizes(shape), input._data.size, input._data.shape)
+    data = input._data
     if not data.flags.c_contiguous and data.size > 1:
         try:
             out = data.view()
@@ -88,16 +88,16 @@ def view(input: Tensor, *shape: Any) -> Tensor:
 
 
 def view_as(input: Tensor, other: Tensor) -> Tensor:
-    return view(input, other.data.shape)
+    return view(input, other._data.shape)
 
 
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
-    return reshape(input, other.data.shape)
+    return reshape(input, other._data.shape)
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    shape = input.data.shape
-    if input.data.ndim == 0:
+    shape = input._data.shape
+    if input._data.ndim == 0:
         return reshape(input, 1)
     start = normalize_dim(start_dim, len(shape))
     end = normalize_dim(end_dim, len(shape))
@@ -110,7 +110,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def unflatten(input: Tensor, dim: int, sizes: Sequence) -> Tensor:
-    shape = input.data.shape
+    shape = input._data.shape
     d = normalize_dim(dim, len(shape))
     sizes = tuple(sizes)
     if -1 in sizes:
@@ -128,7 +128,7 @@ class UnsqueezeBackward0(ViewBackward0):
 
 
 def squeeze(input: Tensor, dim: Any = None) -> Tensor:
-    data = input.data
+    data = input._data
     if dim is None:
         out = data.reshape(tuple(s for s in data.shape if s != 1))
     else:
@@ -145,7 +145,7 @@ def squeeze(input: Tensor, dim: Any = None) -> Tensor:
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    data = input.data
+    data = input._data
     d = normalize_dim(dim, data.ndim + 1)
     out = np.expand_dims(data, d)
     node = new_node(UnsqueezeBackward0, (input,))
@@ -162,12 +162,12 @@ class PermuteBackward0(Node):
 
 
 def permute(input: Tensor, *dims: Any) -> Tensor:
-    dims = normalize_dim(_sizes(dims), input.data.ndim)
-    if sorted(dims) != list(range(input.data.ndim)):
+    dims = normalize_dim(_sizes(dims), input._data.ndim)
+    if sorted(dims) != list(range(input._data.ndim)):
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match "
                            f"the length of the desired ordering of dimensions i.e. input.dim() = "
-                           f"{input.data.ndim} is not equal to len(dims) = {len(dims)}")
-    out = np.transpose(input.data, dims)
+                           f"{input._data.ndim} is not equal to len(dims) = {len(dims)}")
+    out = np.transpose(input._data, dims)
     node = new_node(PermuteBackward0, (input,))
     if node is not None:
         node.inverse = tuple(np.argsort(dims))
@@ -186,9 +186,9 @@ class TBackward0(TransposeBackward0):
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    nd = input.data.ndim
+    nd = input._data.ndim
     d0, d1 = normalize_dim(dim0, nd), normalize_dim(dim1, nd)
-    out = np.swapaxes(input.data, d0, d1) if nd else input.data.view()
+    out = np.swapaxes(input._data, d0, d1) if nd else input._data.view()
     node = new_node(TransposeBackward0, (input,))
     if node is not None:
         node.d0, node.d1 = d0, d1
@@ -200,10 +200,10 @@ swapdims = transpose
 
 
 def t(input: Tensor) -> Tensor:
-    nd = input.data.ndim
+    nd = input._data.ndim
     if nd > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
-    out = input.data.T
+    out = input._data.T
     node = new_node(TBackward0, (input,))
     if node is not None:
         node.d0, node.d1 = (0, 1) if nd == 2 else (0, 0)
@@ -211,7 +211,7 @@ def t(input: Tensor) -> Tensor:
 
 
 def T_property(input: Tensor) -> Tensor:
-    return permute(input, *reversed(range(input.data.ndim)))
+    return permute(input, *reversed(range(input._data.ndim)))
 
 
 def mT(input: Tensor) -> Tensor:
@@ -229,7 +229,7 @@ class ExpandBackward0(Node):
 
 def expand(input: Tensor, *sizes: Any) -> Tensor:
     sizes = _sizes(sizes)
-    data = input.data
+    data = input._data
     lead = len(sizes) - data.ndim
     if lead < 0:
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
@@ -247,7 +247,7 @@ def expand(input: Tensor, *sizes: Any) -> Tensor:
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
-    return expand(input, other.data.shape)
+    return expand(input, other._data.shape)
 
 
 def broadcast_to(input: Tensor, shape: Sequence) -> Tensor:
@@ -269,7 +269,7 @@ class RepeatBackward0(Node):
 
 def repeat(input: Tensor, *sizes: Any) -> Tensor:
     reps = _sizes(sizes)
-    data = input.data
+    data = input._data
     lead = len(reps) - data.ndim
     out = np.tile(data.reshape((1,) * lead + data.shape), reps)
     node = new_node(RepeatBackward0, (input,))
@@ -286,13 +286,13 @@ class CloneBackward0(Node):
 
 
 def clone(input: Tensor, *, memory_format: Any = None) -> Tensor:
-    return result(input.data.copy(), new_node(CloneBackward0, (input,)))
+    return result(input._data.copy(), new_node(CloneBackward0, (input,)))
 
 
 def contiguous(input: Tensor, memory_format: Any = None) -> Tensor:
-    if input.data.flags.c_contiguous:
+    if input._data.flags.c_contiguous:
         return input
-    return result(np.ascontiguousarray(input.data), new_node(CloneBackward0, (input,)))
+    return result(np.ascontiguousarray(input._data), new_node(CloneBackward0, (input,)))
 
 
 class ToCopyBackward0(Node):
@@ -304,12 +304,12 @@ class ToCopyBackward0(Node):
 
 def to_dtype(input: Tensor, dtype: Any) -> Tensor:
     np_dtype = dtypes.to_numpy_dtype(dtype)
-    if input.data.dtype == np_dtype:
+    if input._data.dtype == np_dtype:
         return input
-    out = input.data.astype(np_dtype)
+    out = input._data.astype(np_dtype)
     node = new_node(ToCopyBackward0, (input,)) if np_dtype.kind == "f" else None
     if node is not None:
-        node.dtype = input.data.dtype
+        node.dtype = input._data.dtype
     return result(out, node)
 
 
@@ -339,7 +339,7 @@ def _convert_index(index: Any) -> tuple[Any, bool]:
     advanced = False
     for item in items:
         if isinstance(item, Tensor):
-            item = item.data
+            item = item._data
             advanced = True
             if item.dtype.kind == "f":
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
@@ -394,7 +394,7 @@ def _basic_node_cls(index: Any) -> type:
 def getitem(input: Tensor, index: Any) -> Tensor:
     """``input[index]`` with basic (int, slice, None, ...), advanced and boolean indexing."""
     np_index, advanced = _convert_index(index)
-    data = input.data
+    data = input._data
     try:
         out = data[np_index]
     except IndexError as exc:
@@ -440,18 +440,18 @@ def setitem(input: Tensor, index: Any, value: Any) -> None:
 
     np_index, _ = _convert_index(index)
     value_t = value if isinstance(value, Tensor) else None
-    value_data = value.data if value_t is not None else value
+    value_data = value._data if value_t is not None else value
     needs_graph = check_inplace(input, value_t)
     if not needs_graph:
-        input.data[np_index] = value_data
+        input._data[np_index] = value_data
         input._bump_version()
         return
     node = new_node(IndexPutBackward0, (input, value_t))
     node.index = np_index
     node.value_shape = np.shape(value_data)
-    input.data[np_index] = value_data
+    input._data[np_index] = value_data
     input._bump_version()
-    node._meta = ((input.data.shape, input.data.dtype),)
+    node._meta = ((input._data.shape, input._data.dtype),)
     input.grad_fn = node
     input.requires_grad = True
     input._output_nr = 0
@@ -472,7 +472,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
     tensors = [t for t in tensors]
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    arrays = [t.data for t in tensors]
+    arrays = [t._data for t in tensors]
     nonempty = [a for a in arrays if not (a.ndim == 1 and a.size == 0)]
     axis = normalize_dim(dim, (nonempty or arrays)[0].ndim)
     try:
@@ -509,7 +509,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    arrays = [t.data for t in tensors]
+    arrays = [t._data for t in tensors]
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
         raise RuntimeError(f"stack expects each tensor to be equal size, but got {[list(a.shape) for a in arrays]}")
@@ -522,7 +522,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor
 
 def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
     """Split into chunks of a given size, or of the given list of sizes (views)."""
-    size = input.data.shape[normalize_dim(dim, input.data.ndim)]
+    size = input._data.shape[normalize_dim(dim, input._data.ndim)]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         bounds = [(i, min(i + step, size)) for i in range(0, size, step)] or [(0, 0)]
@@ -535,12 +535,12 @@ def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
         for s in sections:
             bounds.append((start, start + s))
             start += s
-    d = normalize_dim(dim, input.data.ndim)
+    d = normalize_dim(dim, input._data.ndim)
     indices = [(slice(None),) * d + (slice(lo, hi),) for lo, hi in bounds]
     node = new_node(SplitBackward0, (input,))
     if node is not None:
-        node.shape, node.indices = input.data.shape, indices
-    pieces = results([input.data[index] for index in indices], node)
+        node.shape, node.indices = input._data.shape, indices
+    pieces = results([input._data[index] for index in indices], node)
     vc = input._version_counter()
     for piece in pieces:
         piece._vc = vc
@@ -564,14 +564,14 @@ class SplitBackward0(Node):
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
-    size = input.data.shape[normalize_dim(dim, input.data.ndim)]
+    size = input._data.shape[normalize_dim(dim, input._data.ndim)]
     step = -(-size // chunks)
     return split(input, max(step, 1), dim)
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple:
-    d = normalize_dim(dim, input.data.ndim)
-    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input.data.shape[d]))
+    d = normalize_dim(dim, input._data.ndim)
+    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input._data.shape[d]))
 
 
 class FlipBackward0(Node):
@@ -582,8 +582,8 @@ class FlipBackward0(Node):
 
 
 def flip(input: Tensor, dims: Sequence[int]) -> Tensor:
-    axes = normalize_dim(tuple(dims), input.data.ndim)
+    axes = normalize_dim(tuple(dims), input._data.ndim)
     node = new_node(FlipBackward0, (input,))
     if node is not None:
         node.axes = axes
-    return result(np.flip(input.data, axes).copy(), node)
+    return result(np.flip(input._data, axes).copy(), node)
