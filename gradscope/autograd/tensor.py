@@ -10,10 +10,11 @@ from typing import Any, Callable
 import numpy as np
 
 from gradscope.autograd import dtypes
+from gradscope.autograd.device import CPU, device
 from gradscope.autograd.node import AccumulateGrad
 from gradscope.utils.hooks import RemovableHandle, add_hook
 
-_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
                "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
 
@@ -145,16 +146,37 @@ class Tensor:
         return self._data.ndim
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self) -> device:
+        return CPU
+
+    def get_device(self) -> int:
+        """-1: the CPU (PyTorch's convention)."""
+        return -1
 
     @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    @property
-    def is_cuda(self) -> bool:
+    is_cuda = False
+    is_xpu = False
+    is_mps = False
+    is_meta = False
+    is_sparse = False
+    is_quantized = False
+
+    def is_complex(self) -> bool:
         return False
+
+    def ndimension(self) -> int:
+        return self._data.ndim
+
+    def stride(self, dim: int | None = None) -> Any:
+        """Strides in elements (numpy's byte strides divided by the item size)."""
+        strides = tuple(s // self._data.itemsize for s in self._data.strides)
+        return strides if dim is None else strides[dim]
+
+    def data_ptr(self) -> int:
+        return int(self._data.__array_interface__["data"][0])
 
     def size(self, dim: int | None = None) -> Any:
         """The shape as a ``Size`` tuple, or the length of dimension ``dim``."""
@@ -180,12 +202,20 @@ class Tensor:
         return bool(self._data.flags.c_contiguous)
 
     def _type_name(self) -> str:
-        return "gradscope." + _TYPE_NAMES.get(self._data.dtype.name, "Tensor")
+        return "gradscope." + TYPE_NAMES.get(self._data.dtype.name, "Tensor")
 
-    def type(self, dtype: Any = None) -> Any:
+    def type(self, dtype: Any = None, non_blocking: bool = False) -> Any:
+        """The type name (``"gradscope.FloatTensor"``), or a copy converted to ``dtype`` (a dtype,
+        a legacy type such as ``gs.LongTensor``, or its name ``"torch.LongTensor"``)."""
         if dtype is None:
             return self._type_name()
-        return self.to(dtype)
+        if isinstance(dtype, str):
+            wanted = dtype.rsplit(".", 1)[-1]
+            matches = [np_name for np_name, name in TYPE_NAMES.items() if name == wanted]
+            if not matches:
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = dtypes.from_numpy_dtype(matches[0])
+        return self.to(getattr(dtype, "dtype", dtype))
 
     @property
     def _version(self) -> int:

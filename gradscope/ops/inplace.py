@@ -2,6 +2,7 @@
 history is rebased onto the out-of-place op's node, as PyTorch does."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -90,13 +91,27 @@ def _overwrite(original: Tensor, values: np.ndarray, src: Tensor | None = None) 
     return result(values.astype(original._data.dtype, copy=True), node)
 
 
-def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+def _legacy_alpha(name: str, other: Any, args: tuple, alpha: Any) -> tuple:
+    """Resolve the deprecated ``op(alpha, other)`` overload (``p.data.add_(-lr, p.grad)``)."""
+    if not args:
+        return other, alpha
+    if len(args) == 1 and isinstance(args[0], Tensor) and not isinstance(other, Tensor):
+        warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
+                      f"Consider using one of the following signatures instead:\n"
+                      f"\t{name}(Tensor other, *, Number alpha = 1)", UserWarning, stacklevel=3)
+        return args[0], other
+    raise TypeError(f"{name}() takes one tensor or number and an optional alpha keyword")
+
+
+def add_(self: Tensor, other: Any, *args: Any, alpha: Any = 1) -> Tensor:
+    other, alpha = _legacy_alpha("add_", other, args, alpha)
     b = operand(other)
     return _apply(self, other, lambda o: arith.add(o, other, alpha=alpha),
                   lambda: np.add(self._data, b if alpha == 1 else b * alpha, out=self._data, casting="unsafe"))
 
 
-def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+def sub_(self: Tensor, other: Any, *args: Any, alpha: Any = 1) -> Tensor:
+    other, alpha = _legacy_alpha("sub_", other, args, alpha)
     b = operand(other)
     return _apply(self, other, lambda o: arith.sub(o, other, alpha=alpha),
                   lambda: np.subtract(self._data, b if alpha == 1 else b * alpha, out=self._data, casting="unsafe"))
@@ -196,3 +211,79 @@ def bernoulli_(self: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor
 def _fill_random(self: Tensor, values: np.ndarray) -> Tensor:
     return _apply(self, None, lambda o: _overwrite(o, values),
                   lambda: np.copyto(self._data, values, casting="unsafe"))
+
+
+# ---------------------------------------------------------------- in-place forms of out-of-place ops
+def _check_result(target: Tensor, values: np.ndarray) -> None:
+    """PyTorch's checks before an op's result may be written into ``target``."""
+    if values.shape != target._data.shape:
+        raise RuntimeError(f"output with shape {list(target._data.shape)} doesn't match the broadcast shape "
+                           f"{list(values.shape)}")
+    if not np.can_cast(values.dtype, target._data.dtype, casting="same_kind"):
+        raise RuntimeError(f"result type {_type_word(values.dtype)} can't be cast to the desired output type "
+                           f"{_type_word(target._data.dtype)}")
+
+
+def _type_word(np_dtype: np.dtype) -> str:
+    return {"f": "Float", "i": "Long", "u": "Byte", "b": "Bool"}.get(np_dtype.kind, str(np_dtype))
+
+
+def inplace_of(fn: Callable[..., Tensor], name: str) -> Callable[..., Tensor]:
+    """The in-place method ``name`` of the out-of-place op ``fn(self, *args, **kwargs)``: it
+    writes the result into ``self``, bumps its version and, under autograd, takes its history."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        others = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        other = next((t for t in others if t.requires_grad), None)
+
+        def fast() -> None:
+            with grad_mode.no_grad():
+                values = fn(self, *args, **kwargs)._data
+            _check_result(self, values)
+            np.copyto(self._data, values, casting="unsafe")
+
+        def compute(original: Tensor) -> Tensor:
+            out = fn(original, *args, **kwargs)
+            _check_result(self, out._data)
+            return out
+
+        return _apply(self, other, compute, fast)
+
+    method.__name__ = name
+    method.__doc__ = f"In-place version of ``{fn.__name__}``."
+    return method
+
+
+def _random_fill(sample: Callable[..., np.ndarray], name: str) -> Callable[..., Tensor]:
+    """An in-place random fill whose values come from ``sample(rng, shape, *args)``."""
+
+    def method(self: Tensor, *args: Any, generator: Any = None) -> Tensor:
+        from gradscope.ops.creation import _rng
+
+        return _fill_random(self, sample(_rng(generator), self._data.shape, *args))
+
+    method.__name__ = name
+    return method
+
+
+exponential_ = _random_fill(lambda rng, shape, lambd=1.0: rng.exponential(1.0 / lambd, shape), "exponential_")
+log_normal_ = _random_fill(lambda rng, shape, mean=1.0, std=2.0: rng.lognormal(mean, std, shape), "log_normal_")
+geometric_ = _random_fill(lambda rng, shape, p: rng.geometric(p, shape), "geometric_")
+cauchy_ = _random_fill(lambda rng, shape, median=0.0, sigma=1.0: median + sigma * rng.standard_cauchy(shape),
+                       "cauchy_")
+
+
+def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator: Any = None) -> Tensor:
+    """Integers uniform in ``[from, to)`` (``random_(to)`` means ``[0, to)``)."""
+    from gradscope.ops.creation import _rng
+
+    if to is None:
+        from_, to = (0, from_) if from_ else (0, 2 ** min(53, 8 * self._data.itemsize - 1))
+    return _fill_random(self, _rng(generator).integers(from_, to, self._data.shape))
+
+
+def fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
+    """Set the main diagonal (all indices equal) to ``fill_value``."""
+    mask = np.zeros(self._data.shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return masked_fill_(self, Tensor._make(mask), fill_value)

@@ -333,15 +333,3 @@ def isfinite(input: Tensor) -> Tensor:
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     return Tensor._make(np.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf))
-
-
-def floor(input: Tensor) -> Tensor:
-    return Tensor._make(np.floor(input._data))
-
-
-def ceil(input: Tensor) -> Tensor:
-    return Tensor._make(np.ceil(input._data))
-
-
-def round(input: Tensor, decimals: int = 0) -> Tensor:
-    return Tensor._make(np.round(input._data, decimals))

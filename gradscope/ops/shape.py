@@ -6,10 +6,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from gradscope.autograd import dtypes
+from gradscope.autograd.device import check_device, device as device_type
 from gradscope.autograd.function import new_node, result, results
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import normalize_dim
+from gradscope.ops._util import normalize_dim, operand
 
 
 def _view_result(out: np.ndarray, node: Node | None, base: Tensor) -> Tensor:
@@ -314,21 +315,37 @@ def to_dtype(input: Tensor, dtype: Any) -> Tensor:
 
 
 def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    """``to(dtype)``, ``to(device)``, ``to(other)``; devices other than cpu are rejected."""
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` and the keyword forms;
+    any device other than the CPU is rejected with a clear error."""
     dtype = kwargs.get("dtype")
     for a in args:
         if isinstance(a, (dtypes.dtype, np.dtype)) or a in (float, int, bool):
             dtype = a
         elif isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, str) and not a.startswith("cpu"):
-            raise RuntimeError(f"gradscope runs on the CPU only; cannot move a tensor to {a!r}")
-    device = kwargs.get("device")
-    if isinstance(device, str) and not device.startswith("cpu"):
-        raise RuntimeError(f"gradscope runs on the CPU only; cannot move a tensor to {device!r}")
-    if dtype is None:
+        elif isinstance(a, (str, device_type, int)) and not isinstance(a, bool):
+            check_device(a)
+        elif a is not None:
+            raise TypeError(f"to() received an invalid combination of arguments: {type(a).__name__}")
+    check_device(kwargs.get("device"))
+    if dtype is None or dtypes.to_numpy_dtype(dtype) == input._data.dtype:
         return input.clone() if kwargs.get("copy") else input
     return to_dtype(input, dtype)
+
+
+def type_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input`` converted to ``other``'s dtype (itself when they already agree)."""
+    return to_dtype(input, other.dtype)
+
+
+def cuda(input: Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
+    """Always an error: gradscope has no CUDA device."""
+    check_device(device_type("cuda", device) if device is None or isinstance(device, int) else device)
+    return input
+
+
+def cpu(input: Tensor, memory_format: Any = None) -> Tensor:
+    return input
 
 
 # ---------------------------------------------------------------- indexing
@@ -587,3 +604,240 @@ def flip(input: Tensor, dims: Sequence[int]) -> Tensor:
     if node is not None:
         node.axes = axes
     return result(np.flip(input._data, axes).copy(), node)
+
+
+def fliplr(input: Tensor) -> Tensor:
+    return flip(input, (1,))
+
+
+def flipud(input: Tensor) -> Tensor:
+    return flip(input, (0,))
+
+
+class RollBackward0(Node):
+    __slots__ = ("shifts", "axes")
+
+    def backward(self, g):
+        return np.roll(g, tuple(-s for s in self.shifts), self.axes)
+
+
+def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    """Rotate entries along ``dims`` by ``shifts`` (the flattened tensor when ``dims`` is None)."""
+    data = input._data
+    shift_tuple = tuple(shifts) if isinstance(shifts, (tuple, list)) else (int(shifts),)
+    if dims is None:
+        flat = reshape(input, -1)
+        return reshape(roll(flat, shift_tuple[0], 0), tuple(data.shape))
+    axes = normalize_dim(tuple(dims) if isinstance(dims, (tuple, list)) else (dims,), data.ndim)
+    if len(axes) != len(shift_tuple):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shift_tuple)}, dims:{len(axes)}")
+    node = new_node(RollBackward0, (input,))
+    if node is not None:
+        node.shifts, node.axes = shift_tuple, axes
+    return result(np.roll(data, shift_tuple, axes), node)
+
+
+def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """Repeat each entry ``repeats`` times (an int or one count per entry) along ``dim``; a lone
+    integer tensor ``t`` gives ``repeat_interleave(arange(len(t)), t)``."""
+    from gradscope.ops.indexing import index_select
+
+    if repeats is None:
+        counts = operand(input).astype(np.int64)
+        return Tensor._make(np.repeat(np.arange(counts.size, dtype=np.int64), counts))
+    if dim is None:
+        input, axis = reshape(input, -1), 0
+    else:
+        axis = normalize_dim(dim, input._data.ndim)
+    length = input._data.shape[axis] if input._data.ndim else 1
+    counts = np.broadcast_to(np.asarray(operand(repeats), dtype=np.int64).reshape(-1), (length,))
+    if np.any(counts < 0):
+        raise RuntimeError("repeats can not be negative")
+    index = np.repeat(np.arange(length, dtype=np.int64), counts)
+    return index_select(input, axis, Tensor._make(index))
+
+
+def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
+    reps = tuple(dims)
+    if len(reps) < input._data.ndim:
+        reps = (1,) * (input._data.ndim - len(reps)) + reps
+    return repeat(input, reps)
+
+
+def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
+    axis = normalize_dim(dim, input._data.ndim)
+    begin = int(start) % input._data.shape[axis] if int(start) < 0 else int(start)
+    return getitem(input, (slice(None),) * axis + (slice(begin, begin + int(length)),))
+
+
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    axis = normalize_dim(dim, input._data.ndim)
+    return getitem(input, (slice(None),) * axis + (int(index),))
+
+
+def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
+    ndim = input._data.ndim
+    src = normalize_dim(tuple(source) if isinstance(source, (tuple, list)) else (source,), ndim)
+    dst = normalize_dim(tuple(destination) if isinstance(destination, (tuple, list)) else (destination,), ndim)
+    order = [d for d in range(ndim) if d not in src]
+    for s, d in sorted(zip(dst, src)):
+        order.insert(s, d)
+    return permute(input, order)
+
+
+class DiagonalBackward0(Node):
+    __slots__ = ("shape", "offset", "axes")
+
+    def backward(self, g):
+        grad = np.zeros(self.shape, dtype=g.dtype)
+        view = np.diagonal(grad, self.offset, *self.axes)
+        view.setflags(write=True)
+        view[...] = g
+        return grad
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal over ``dim1``/``dim2`` as the last dimension (offset above/below)."""
+    axes = normalize_dim((dim1, dim2), input._data.ndim)
+    node = new_node(DiagonalBackward0, (input,))
+    if node is not None:
+        node.shape, node.offset, node.axes = input._data.shape, offset, axes
+    return result(np.diagonal(input._data, offset, *axes).copy(), node)
+
+
+class DiagEmbedBackward0(Node):
+    __slots__ = ("offset",)
+
+    def backward(self, g):
+        return np.diagonal(g, self.offset, -2, -1).copy()
+
+
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices (last two dims) with ``input``'s last dimension on their ``offset`` diagonal."""
+    if (dim1, dim2) not in ((-2, -1), (input._data.ndim - 1, input._data.ndim)):
+        raise NotImplementedError("gradscope's diag_embed places the diagonal in the last two dims only")
+    data = input._data
+    n = data.shape[-1] + abs(offset)
+    out = np.zeros(data.shape[:-1] + (n, n), dtype=data.dtype)
+    view = np.diagonal(out, offset, -2, -1)
+    view.setflags(write=True)
+    view[...] = data
+    node = new_node(DiagEmbedBackward0, (input,))
+    if node is not None:
+        node.offset = offset
+    return result(out, node)
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """A 1-D input becomes a square matrix with it on a diagonal; a 2-D input gives its diagonal."""
+    ndim = input._data.ndim
+    if ndim == 1:
+        return diag_embed(input, diagonal)
+    if ndim == 2:
+        return globals()["diagonal"](input, diagonal)
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {ndim}D")
+
+
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    return diag_embed(reshape(input, -1), offset)
+
+
+def trace(input: Tensor) -> Tensor:
+    from gradscope.ops.reduce import sum as sum_op
+
+    return sum_op(diagonal(input))
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple:
+    shape = np.broadcast_shapes(*(t._data.shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple:
+    """Coordinate grids from 1-D tensors (``indexing='ij'`` by default, or ``'xy'``)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        tensors = tuple(tensors[0])
+    mode = indexing or "ij"
+    if mode not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {mode}")
+    sizes = [t._data.size for t in tensors]
+    if mode == "xy" and len(tensors) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for i, t in enumerate(tensors):
+        position = i
+        if mode == "xy" and len(tensors) >= 2 and i < 2:
+            position = 1 - i
+        shape = [1] * len(tensors)
+        shape[position] = t._data.size
+        grids.append(expand(reshape(t, tuple(shape)), tuple(sizes)))
+    return tuple(grids)
+
+
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Sliding windows of ``size`` (every ``step``) along ``dimension``, as a new last dim."""
+    from gradscope.ops.indexing import index_select
+
+    axis = normalize_dim(dimension, input._data.ndim)
+    length = input._data.shape[axis] if input._data.ndim else 1
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {axis} is {length} but size is {size}")
+    count = (length - size) // step + 1
+    index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    picked = index_select(input, axis, Tensor._make(index.astype(np.int64)))
+    shape = input._data.shape[:axis] + (count, size) + input._data.shape[axis + 1:]
+    return movedim(reshape(picked, shape), axis + 1, -1)
+
+
+def _index_pairs(row: int, col: int, offset: int, lower: bool) -> Tensor:
+    keep = np.tri(row, col, offset, dtype=bool) if lower else ~np.tri(row, col, offset - 1, dtype=bool)
+    return Tensor._make(np.stack(np.nonzero(keep)).astype(np.int64))
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
+                 layout: Any = None) -> Tensor:
+    check_device(device)
+    return _index_pairs(row, col, offset, True)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
+                 layout: Any = None) -> Tensor:
+    check_device(device)
+    return _index_pairs(row, col, offset, False)
+
+
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat(tensors, dim=0 if all(t._data.ndim == 1 for t in tensors) else 1)
+
+
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat([t if t._data.ndim >= 2 else reshape(t, (1, -1)) for t in tensors], dim=0)
+
+
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat([t if t._data.ndim >= 2 else reshape(t, (-1, 1)) for t in tensors], dim=1)
+
+
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    def as_3d(t: Tensor) -> Tensor:
+        if t._data.ndim == 1:
+            return reshape(t, (1, -1, 1))
+        if t._data.ndim == 2:
+            return unsqueeze(t, -1)
+        return t
+
+    return cat([as_3d(t) for t in tensors], dim=2)
+
+
+def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple:
+    """Split into ``n`` nearly equal parts (the first ones one longer), or at the given indices."""
+    axis = normalize_dim(dim, input._data.ndim)
+    length = input._data.shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        n = int(indices_or_sections)
+        sizes = [length // n + (1 if i < length % n else 0) for i in range(n)]
+    else:
+        bounds = [0] + [min(int(i), length) for i in indices_or_sections] + [length]
+        sizes = [max(b - a, 0) for a, b in zip(bounds[:-1], bounds[1:])]
+    return split(input, sizes, axis)

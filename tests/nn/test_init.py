@@ -127,9 +127,9 @@ def test_reproducible_with_manual_seed_and_explicit_generator() -> None:
     first = init.kaiming_uniform_(big(4, 5))._data.copy()
     gs.manual_seed(11)
     np.testing.assert_array_equal(init.kaiming_uniform_(big(4, 5))._data, first)
-    generator = gs.Generator(7)
+    generator = gs.Generator().manual_seed(7)
     a = init.normal_(big(6), generator=generator)._data.copy()
-    b = init.normal_(big(6), generator=gs.Generator(7))._data
+    b = init.normal_(big(6), generator=gs.Generator().manual_seed(7))._data
     np.testing.assert_array_equal(a, b)
 
 
