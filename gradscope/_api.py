@@ -14,6 +14,7 @@ from gradscope.ops.arith import (add, allclose, bmm, div, divide, dot, eq, equal
                                  mm, mul, multiply, mv, ne, neg, negative, pow, remainder, sub, subtract,
                                  true_divide)
 from gradscope.autograd.device import device
+from gradscope.autograd.dtypes import finfo, iinfo
 from gradscope.ops.creation import LEGACY_TYPES as _LEGACY_TYPES
 from gradscope.ops.creation import (Generator, arange, bernoulli, logspace, normal, as_tensor, default_generator, empty, empty_like, eye,
                                     from_numpy, full, full_like, get_default_dtype, get_rng_state,
@@ -41,7 +42,10 @@ from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, cl
                                  reshape, roll, select, split, squeeze, stack, swapaxes, swapdims, t,
                                  tensor_split, tile, trace, transpose, tril_indices, triu_indices, unbind,
                                  unflatten, unsqueeze, vstack)
-from gradscope import autograd, backends, cuda, sparse, utils
+from gradscope import autograd, backends, cuda, distributions, sparse, utils
+from gradscope.runtime import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,
+                               get_num_threads, set_float32_matmul_precision, set_num_threads,
+                               use_deterministic_algorithms)
 from gradscope import nn  # noqa: E402
 from gradscope import optim  # noqa: E402
 from gradscope.serialization import load, save  # noqa: E402
@@ -62,3 +66,4 @@ def is_floating_point(t: Tensor) -> bool:
     return t.is_floating_point()
 
 globals().update(_LEGACY_TYPES)
+

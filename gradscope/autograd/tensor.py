@@ -19,7 +19,7 @@ TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "H
                "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
 
 
-_DEFAULT_FLOAT = [np.dtype(np.float32)]
+_DEFAULT_FLOAT = dtypes.DEFAULT_FLOAT
 
 
 def _flatten_tensors(data: Any) -> Any:

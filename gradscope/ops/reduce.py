@@ -46,8 +46,10 @@ class SumBackward1(SumBackward0):
     __slots__ = ()
 
 
-def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    """Sum over all elements or over ``dim`` (int or tuple)."""
+def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, axis: Any = None) -> Tensor:
+    """Sum over all elements or over ``dim`` (int or tuple; ``axis`` is numpy's name for it)."""
+    if axis is not None:
+        dim = axis
     data = input._data
     axes = _axes(dim, data.ndim)
     np_dtype = dtypes.to_numpy_dtype(dtype) if dtype is not None else None
@@ -77,8 +79,10 @@ def _count(shape: tuple, axes: tuple | None) -> int:
     return int(np.prod([shape[a] for a in axes]))
 
 
-def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    """Mean over all elements or over ``dim``."""
+def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, axis: Any = None) -> Tensor:
+    """Mean over all elements or over ``dim`` (``axis`` is numpy's name for it)."""
+    if axis is not None:
+        dim = axis
     data = input._data
     if data.dtype.kind not in "fc" and dtype is None:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
