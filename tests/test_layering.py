@@ -10,11 +10,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gradscope"
 
 # Lower rank = lower layer. A module may import its own layer and any layer below it.
 RANKS = {
-    "errors": 0, "utils": 0,
+    "errors": 0, "utils": 0, "cuda": 0, "backends": 0, "runtime": 0,
     "autograd": 1,
-    "ops": 2,
+    "ops": 2, "sparse": 2,
     "hooks": 3,
-    "nn": 4, "optim": 4, "serialization": 4,
+    "nn": 4, "optim": 4, "serialization": 4, "distributions": 4,
     "loading": 5, "monitor": 5, "testing": 5, "debug": 5,
     "render": 6,
     "cli": 7, "__main__": 7, "_api": 8,

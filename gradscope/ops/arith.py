@@ -101,7 +101,7 @@ class RsubBackward1(Node):
 
 def rsub(input: Tensor, other: Any) -> Tensor:
     """``other - input`` for a python-scalar ``other``."""
-    out_arr = fix_float(np.asarray(operand(other) - input.data), input)
+    out_arr = fix_float(np.asarray(operand(other) - input._data), input)
     return result(out_arr, new_node(RsubBackward1, (input,)))
 
 
@@ -136,7 +136,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     """Elementwise product with broadcasting."""
     other_type = type(other)
     if (other_type is float or other_type is int) and isinstance(input, Tensor):
-        data = input.data
+        data = input._data
         if data.dtype.kind == "f":
             scalar = _scalar_array(other, data.dtype)
             node = new_node1(_MulScalarBackward, input, scalar_operand=True)
@@ -146,7 +146,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
             return result(data * scalar, node)
     if not isinstance(input, Tensor):
         input, other = other, input
-    a, b = input.data, operand(other)
+    a, b = input._data, operand(other)
     out_arr = a * b
     if out_arr.dtype.itemsize == 8 and out_arr.dtype.kind == "f":
         out_arr = fix_float(out_arr, input, other)
@@ -194,7 +194,7 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None, out: Any = 
     node = new_node(DivBackward0, _edges(input, other))
     if node is not None:
         if isinstance(input, Tensor) and isinstance(other, Tensor):
-            node.shape_a, node.shape_b = input.data.shape, other.data.shape
+            node.shape_a, node.shape_b = input._data.shape, other._data.shape
             node.save(input, other)
         elif isinstance(input, Tensor):
             node.scalar = b
@@ -217,9 +217,9 @@ class NegBackward0(Node):
 
 
 def neg(input: Tensor) -> Tensor:
-    if input.data.dtype == np.bool_:
+    if input._data.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported.")
-    return result(-input.data, new_node(NegBackward0, (input,)))
+    return result(-input._data, new_node(NegBackward0, (input,)))
 
 
 class PowBackward0(Node):
@@ -430,23 +430,23 @@ logical_xor = _compare(np.logical_xor)
 
 
 def logical_not(input: Tensor) -> Tensor:
-    return Tensor._make(np.logical_not(input.data))
+    return Tensor._make(np.logical_not(input._data))
 
 
 def bitwise_not(input: Tensor) -> Tensor:
-    return Tensor._make(np.invert(input.data))
+    return Tensor._make(np.invert(input._data))
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
-    return input.data.shape == other.data.shape and bool(np.array_equal(input.data, other.data))
+    return input._data.shape == other._data.shape and bool(np.array_equal(input._data, other._data))
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
-    return bool(np.allclose(input.data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(np.allclose(input._data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(input: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
-    return Tensor._make(np.isclose(input.data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return Tensor._make(np.isclose(input._data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:
