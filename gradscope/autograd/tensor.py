@@ -371,6 +371,11 @@ class Tensor:
         extras.retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
 
+    @property
+    def output_nr(self) -> int:
+        """Which output of ``grad_fn`` this tensor is (0 for leaves)."""
+        return self._output_nr
+
     def register_hook(self, hook: Callable) -> RemovableHandle:
         """Register ``hook(grad) -> Tensor | None`` called with this tensor's gradient.
 

@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from gradscope.engines import Engine
 from gradscope.errors import ModelError
 from gradscope.loading import Batch, Workload
 from gradscope.monitor.analysis import Thresholds, gradient_findings, has_errors, loss_findings
 from gradscope.monitor.records import CHECK_FINDINGS, CheckReport, CheckResult, Finding, ParameterRecord
 from gradscope.monitor.snapshot import Snapshot
-from gradscope.monitor.stats import module_of, parameter_records, to_numpy
+from gradscope.monitor.stats import module_of, parameter_records
 
 _STRUCTURAL = ("no_grad", "dead")
 
@@ -50,8 +51,9 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions()) -> C
     put back in its initial state before the overfit run and at the end.
     """
     model = workload.model
+    engine = workload.engine
     optimizer = workload.make_optimizer(options.lr)
-    initial = Snapshot.capture(0, model, optimizer, None)
+    initial = Snapshot.capture(0, model, optimizer, None, engine=engine)
     per_step: list[list[Finding]] = []
     unchanged: list[Finding] = []
     for step in range(options.steps):
@@ -59,12 +61,13 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions()) -> C
         optimizer.zero_grad(set_to_none=True)
         loss = workload.loss(batch)
         workload.backward(loss)
-        records = parameter_records(model)
+        records = parameter_records(model, engine)
         per_step.append(loss_findings(float(loss.item())) + gradient_findings(records, options.thresholds))
-        before = {name: np.array(to_numpy(p)) for name, p in model.named_parameters()} if step == 0 else None
+        before = {name: np.array(engine.to_numpy(p)) for name, p in model.named_parameters()} if step == 0 \
+            else None
         optimizer.step()
         if before is not None:
-            unchanged = _unchanged(model, records, before)
+            unchanged = _unchanged(workload, records, before)
         if any(f.check == "nonfinite" for f in per_step[-1]):
             break
     findings = _combine(per_step) + unchanged
@@ -143,13 +146,14 @@ _FAIL_MESSAGES = {
 }
 
 
-def _unchanged(model: Any, records: tuple[ParameterRecord, ...], before: dict[str, np.ndarray]) -> list[Finding]:
+def _unchanged(workload: Workload, records: tuple[ParameterRecord, ...],
+               before: dict[str, np.ndarray]) -> list[Finding]:
     findings = []
-    current = dict(model.named_parameters())
+    current = dict(workload.model.named_parameters())
     for record in records:
         if not record.has_grad or not record.grad_norm or not math.isfinite(record.grad_norm):
             continue
-        if np.array_equal(to_numpy(current[record.name]), before[record.name]):
+        if np.array_equal(workload.engine.to_numpy(current[record.name]), before[record.name]):
             findings.append(Finding(
                 check="unchanged", severity="error", module=record.module, parameter=record.name,
                 value=record.grad_norm,
@@ -177,16 +181,15 @@ def _overfit(workload: Workload, optimizer: Any, steps: int) -> list[Finding]:
 def _gradcheck(workload: Workload, samples: int, eps: float = 1e-6, atol: float = 1e-5,
                rtol: float = 1e-3) -> list[Finding]:
     """Central differences on a float64 copy, for ``samples`` random entries of each parameter."""
-    import gradscope as gs
-
+    engine = workload.engine
     model64 = copy.deepcopy(workload.model).double()
     work64 = dataclasses.replace(workload, model=model64)
     batch = workload.batch(0)
     batch64 = Batch(inputs=_double(batch.inputs), targets=_double(batch.targets), raw=_double(batch.raw))
-    rng_state = gs.get_rng_state()
+    rng_state = engine.get_rng_state()
 
     def loss_value() -> Any:
-        gs.set_rng_state(rng_state)
+        engine.set_rng_state(rng_state)
         return work64.loss(batch64)
 
     model64.zero_grad(set_to_none=True)
@@ -196,10 +199,10 @@ def _gradcheck(workload: Workload, samples: int, eps: float = 1e-6, atol: float 
     for name, parameter in model64.named_parameters():
         if not parameter.requires_grad or parameter.grad is None:
             continue
-        values = to_numpy(parameter).reshape(-1)
-        analytic = to_numpy(parameter.grad).reshape(-1)
+        values = engine.to_numpy(parameter).reshape(-1)
+        analytic = engine.to_numpy(parameter.grad).reshape(-1)
         for index in chooser.choice(values.size, size=min(samples, values.size), replace=False):
-            numeric = _central_difference(parameter, int(index), eps, loss_value)
+            numeric = _central_difference(engine, parameter, int(index), eps, loss_value)
             error = abs(float(analytic[index]) - numeric)
             limit = atol + rtol * abs(numeric)
             if not error <= limit:
@@ -212,23 +215,20 @@ def _gradcheck(workload: Workload, samples: int, eps: float = 1e-6, atol: float 
     return findings
 
 
-def _central_difference(parameter: Any, index: int, eps: float, loss_value: Any) -> float:
-    original = float(to_numpy(parameter).reshape(-1)[index])
+def _central_difference(engine: Engine, parameter: Any, index: int, eps: float, loss_value: Any) -> float:
+    original = float(engine.to_numpy(parameter).reshape(-1)[index])
     results = []
     for shifted in (original + eps, original - eps):
-        _set_entry(parameter, index, shifted)
+        _set_entry(engine, parameter, index, shifted)
         results.append(float(loss_value().item()))
-    _set_entry(parameter, index, original)
+    _set_entry(engine, parameter, index, original)
     return (results[0] - results[1]) / (2 * eps)
 
 
-def _set_entry(parameter: Any, index: int, value: float) -> None:
-    import gradscope as gs
-
-    values = np.array(to_numpy(parameter))
+def _set_entry(engine: Engine, parameter: Any, index: int, value: float) -> None:
+    values = np.array(engine.to_numpy(parameter))
     values.reshape(-1)[index] = value
-    with gs.no_grad():
-        parameter.copy_(gs.tensor(values))
+    engine.copy_into(parameter, values)
 
 
 def _double(value: Any) -> Any:

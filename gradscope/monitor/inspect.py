@@ -22,10 +22,10 @@ def inspect_model(workload: Workload, step: int = 0, thresholds: Thresholds = Th
     model = workload.model
     model.zero_grad(set_to_none=True)
     batch = workload.batch(step)
-    with GradientMonitor(model) as monitor:
+    with GradientMonitor(model, workload.engine) as monitor:
         loss = workload.loss(batch)
         workload.backward(loss)
-    parameters = parameter_records(model)
+    parameters = parameter_records(model, workload.engine)
     loss_value = float(loss.item())
     findings = loss_findings(loss_value) + gradient_findings(parameters, thresholds)
     return InspectReport(model=workload.label, step=step, loss=loss_value, total_grad_norm=total_norm(parameters),

@@ -186,10 +186,10 @@ def test_watch_ctrl_c_prints_summary_and_exits_130(gradscope, monkeypatch):
 
     original = watch_module.Watcher._train_step
 
-    def interrupt_at_step_2(self, step, batch, parameters):
+    def interrupt_at_step_2(self, step, batch, parameters, **options):
         if step == 2:
             raise KeyboardInterrupt
-        return original(self, step, batch, parameters)
+        return original(self, step, batch, parameters, **options)
 
     monkeypatch.setattr(watch_module.Watcher, "_train_step", interrupt_at_step_2)
     result = gradscope("watch", sample("mlp"), "--steps", "10", "--format", "json", code=130)
