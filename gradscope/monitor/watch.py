@@ -60,6 +60,7 @@ class Watcher:
         self.bundle: str | None = None
         self.saw_nonfinite = False
         self.optimizer: Any = None
+        self.failing_snapshot: Snapshot | None = None
 
     @property
     def stops_on_nonfinite(self) -> bool:
@@ -85,6 +86,7 @@ class Watcher:
             if record.nonfinite is not None:
                 self.saw_nonfinite = True
             if stop and snapshot is not None:
+                self.failing_snapshot = snapshot
                 self.origin = localize(self.workload, snapshot, self.optimizer, clip=self.options.clip)
                 if self.options.bundle is not None:
                     snapshot.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
