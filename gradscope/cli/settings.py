@@ -67,9 +67,10 @@ class Integer(Kind):
 
     def from_text(self, text: str) -> int:
         try:
-            return self.check(int(text.strip(), 10))
+            value = int(text.strip(), 10)
         except ValueError:
             raise ValueError(f"expected {self._expected()}, got {text!r}") from None
+        return self.check(value)
 
     def check(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
