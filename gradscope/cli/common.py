@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 
 from gradscope.monitor.analysis import Thresholds
+from gradscope.utils.files import atomic_write_text
 
 
 def thresholds_from(max_norm: float | None = None, min_norm: float | None = None,
@@ -19,14 +20,12 @@ def thresholds_from(max_norm: float | None = None, min_norm: float | None = None
                       min_ratio=defaults.min_ratio if min_ratio is None else min_ratio)
 
 
-def export_view(view: RenderableType, path: str, title: str) -> None:
-    """Render ``view`` off-screen and write it as SVG or HTML (chosen by the file suffix)."""
+def export_view(view: RenderableType, path: str | Path, title: str) -> None:
+    """Render ``view`` off-screen and write it atomically as SVG or HTML (chosen by the file suffix)."""
     console = Console(record=True, width=140, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     console.print(view)
-    if Path(path).suffix.lower() == ".svg":
-        console.save_svg(path, title=title)
-    else:
-        console.save_html(path)
+    text = console.export_svg(title=title) if Path(path).suffix.lower() == ".svg" else console.export_html()
+    atomic_write_text(path, text)
 
 
 def quiet_numpy() -> contextlib.AbstractContextManager:

@@ -36,7 +36,7 @@ from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tenso
 from gradscope.debug.tracking import Call, ForwardTracker, creation_site, flatten_tensors
 from gradscope.debug.views import (BreakpointList, BreakpointRow, GradGroup, GradsView, LayerRow, LayerTable,
                                    ParamRow, ParamsView, Position)
-from gradscope.errors import GradscopeError
+from gradscope.errors import ControlFlow, GradscopeError
 from gradscope.nn.modules.module import (Module, register_module_full_backward_hook,
                                          register_module_full_backward_pre_hook)
 
@@ -46,10 +46,10 @@ _NO_INPUT_GRAD_WARNING = r"Full backward hook.*no inputs require gradients"
 _EDITABLE = {"pre": "grad_output", "post": "grad_input", "node": "grad_input"}
 
 
-class DebuggerQuit(BaseException):
+class DebuggerQuit(ControlFlow):
     """Raised by ``quit``: aborts the forward or backward pass after every hook has been
-    removed and the model restored. It derives from ``BaseException`` (like
-    ``KeyboardInterrupt``) so that ``except Exception`` blocks in user code let it through."""
+    removed and the model restored. It derives from ``BaseException`` (through
+    :class:`ControlFlow`) so that ``except Exception`` blocks in user code let it through."""
 
 
 class DebugCommandError(GradscopeError):

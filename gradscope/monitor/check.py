@@ -71,9 +71,9 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions()) -> C
         if any(f.check == "nonfinite" for f in per_step[-1]):
             break
     findings = _combine(per_step) + unchanged
-    results = [_result(name, findings) for name in ("finite", "gradients_reach_parameters", "no_dead_parameters",
-                                                     "no_vanishing_gradients", "no_exploding_gradients",
-                                                     "parameters_update")]
+    results = [_result(name, findings) if per_step else CheckResult(name, "fail", "no training step ran (steps < 1)")
+               for name in ("finite", "gradients_reach_parameters", "no_dead_parameters",
+                            "no_vanishing_gradients", "no_exploding_gradients", "parameters_update")]
     if options.overfit:
         initial.restore(model, optimizer)
         overfit = _overfit(workload, optimizer, options.steps)

@@ -20,6 +20,7 @@ import numpy as np
 
 from gradscope.engines import Engine, engine_of, get_engine
 from gradscope.errors import GradscopeError
+from gradscope.utils.files import atomic_write
 
 BUNDLE_FORMAT = "gradscope.bundle/1"
 
@@ -111,28 +112,20 @@ class Snapshot:
                 "optimizer_state": optimizer_spec, "batch": batch_spec, **(extra or {})}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
         try:
-            with open(path, "wb") as file:
-                np.savez_compressed(file, **arrays)
+            atomic_write(path, lambda file: np.savez_compressed(file, **arrays))
         except OSError as exc:
-            raise BundleError(f"cannot write the replay bundle {path}: {exc}") from exc
+            raise BundleError(f"cannot write the replay bundle {path}: {exc.strerror or exc}") from exc
 
     @classmethod
     def load(cls, path: str | Path) -> tuple["Snapshot", dict[str, Any]]:
-        """Read a bundle written by :meth:`save`; returns the snapshot and the metadata."""
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-        except FileNotFoundError as exc:
-            raise BundleError(f"{path}: replay bundle not found") from exc
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"{path}: not a gradscope replay bundle ({exc})") from exc
-        try:
-            meta = json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
-        except (KeyError, ValueError) as exc:
-            raise BundleError(f"{path}: not a gradscope replay bundle (no metadata)") from exc
-        if meta.get("format") != BUNDLE_FORMAT:
-            raise BundleError(f"{path}: unsupported bundle format {meta.get('format')!r}; "
-                              f"expected {BUNDLE_FORMAT}")
+        """Read a bundle written by :meth:`save`; returns the snapshot and the metadata.
+
+        Raises:
+            BundleError: the file is missing or malformed (checked by :mod:`.bundle_format`).
+        """
+        from gradscope.monitor.bundle_format import read_bundle
+
+        arrays, meta = read_bundle(path)
         rng_state = {"cpu": arrays["rng"]}
         rng_state.update({key[4:]: value for key, value in arrays.items() if key.startswith("rng/")})
         snapshot = cls(

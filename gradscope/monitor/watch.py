@@ -66,6 +66,7 @@ class Watcher:
         self.saw_nonfinite = False
         self.optimizer: Any = None
         self.update_made_nonfinite = False
+        self.failing_snapshot: Snapshot | None = None
 
     @property
     def stops_on_nonfinite(self) -> bool:
@@ -98,6 +99,7 @@ class Watcher:
             if stop and snapshot is not None:
                 before_forward = record.nonfinite == "parameter" and not self.update_made_nonfinite
                 failing = previous if before_forward and previous is not None else snapshot
+                self.failing_snapshot = failing
                 self.origin = localize(self.workload, failing, self.optimizer, clip=self.options.clip)
                 if self.options.bundle is not None:
                     failing.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
