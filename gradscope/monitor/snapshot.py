@@ -180,7 +180,7 @@ def _clone(engine: Engine, value: Any) -> Any:
 def _encode(engine: Engine, value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
     """A JSON description of ``value``; tensors and arrays go into ``arrays`` (copied)."""
     if engine.is_tensor(value):
-        key = f"{prefix}/{len(arrays)}"
+        key = _next_key(prefix, arrays)
         arrays[key] = np.array(engine.to_numpy(value))
         spec = {"tensor": key, "requires_grad": bool(value.requires_grad), "dtype": engine.dtype_name(value)}
         device = engine.describe_device(value)
@@ -188,7 +188,7 @@ def _encode(engine: Engine, value: Any, prefix: str, arrays: dict[str, np.ndarra
             spec["device"] = device
         return spec
     if isinstance(value, np.ndarray):
-        key = f"{prefix}/{len(arrays)}"
+        key = _next_key(prefix, arrays)
         arrays[key] = np.array(value)
         return {"array": key}
     if isinstance(value, (tuple, list)):
@@ -201,6 +201,11 @@ def _encode(engine: Engine, value: Any, prefix: str, arrays: dict[str, np.ndarra
         return {"value": value}
     raise BundleError(f"cannot store a {type(value).__name__} in a replay bundle "
                       "(only tensors, arrays, numbers, strings, tuples, lists and dicts)")
+
+
+def _next_key(prefix: str, arrays: dict[str, np.ndarray]) -> str:
+    """The next free member name under ``prefix`` (``batch/0``, ``batch/1``, ...)."""
+    return f"{prefix}/{sum(1 for key in arrays if key.startswith(prefix + '/'))}"
 
 
 def _decode(engine: Engine, spec: Any, arrays: dict[str, np.ndarray]) -> Any:
