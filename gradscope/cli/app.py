@@ -51,7 +51,7 @@ class App:
         if self._out is None:
             from rich.console import Console
 
-            self._out = Console(file=click.get_text_stream("stdout"), highlight=False, soft_wrap=False)
+            self._out = Console(file=sys.stdout, highlight=False, soft_wrap=False)
             if not self._out.is_terminal and "COLUMNS" not in os.environ:
                 self._out.width = PIPE_WIDTH
         return self._out
@@ -62,7 +62,7 @@ class App:
         if self._err is None:
             from rich.console import Console
 
-            self._err = Console(file=click.get_text_stream("stderr"), highlight=False, soft_wrap=True)
+            self._err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         return self._err
 
     @property

@@ -9,6 +9,9 @@ from rich.console import Console, RenderableType
 
 from gradscope.monitor.analysis import Thresholds
 
+# The widest an exported view may be drawn (columns beyond it are left out, as on a terminal).
+EXPORT_MAX_WIDTH = 1000
+
 
 def thresholds_from(max_norm: float | None = None, min_norm: float | None = None,
                     min_ratio: float | None = None) -> Thresholds:
@@ -20,8 +23,14 @@ def thresholds_from(max_norm: float | None = None, min_norm: float | None = None
 
 
 def export_view(view: RenderableType, path: str, title: str) -> None:
-    """Render ``view`` off-screen and write it as SVG or HTML (chosen by the file suffix)."""
-    console = Console(record=True, width=140, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    """Render ``view`` off-screen and write it as SVG or HTML (chosen by the file suffix), as wide
+    as its content needs so that every column is shown with nothing cut."""
+    from rich.measure import Measurement
+
+    probe = Console(width=EXPORT_MAX_WIDTH, file=io.StringIO())
+    width = Measurement.get(probe, probe.options, view).maximum
+    console = Console(record=True, width=max(width, 20), file=io.StringIO(), force_terminal=True,
+                      color_system="truecolor")
     console.print(view)
     if Path(path).suffix.lower() == ".svg":
         console.save_svg(path, title=title)

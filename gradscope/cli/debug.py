@@ -1,6 +1,7 @@
 """``gradscope debug MODEL``: stop inside the backward pass, look at and edit gradients."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -70,7 +71,7 @@ def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], com
         script = split_commands(commands)
     elif commands_file is not None:
         script = read_commands_file(commands_file)
-    if script is None and not click.get_text_stream("stdin").isatty():
+    if script is None and not sys.stdin.isatty():
         app.abort(NO_TERMINAL, ExitCode.USAGE)
 
     workload = load_model_file(model_file)

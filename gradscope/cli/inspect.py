@@ -7,6 +7,7 @@ import click
 
 from gradscope.cli.app import App, ExitCode
 from gradscope.cli.options import debug_option, format_option, model_argument, seed_option, threshold_options
+from gradscope.cli.view_options import layers_option
 
 
 @click.command("inspect")
@@ -16,12 +17,13 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
 @format_option("table", "json")
 @click.option("--save", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Also export the table view to an .svg or .html file.")
+@layers_option
 @threshold_options
 @seed_option
 @debug_option
 @click.pass_obj
 def inspect_command(app: App, model_file: str, step: int, output_format: str, save: str | None,
-                    max_norm: float | None, min_norm: float | None, seed: int) -> None:
+                    layers: tuple[str, ...], max_norm: float | None, min_norm: float | None, seed: int) -> None:
     """Run one forward and backward pass of MODEL and show how the gradient flows.
 
     For every module (in forward order): grad_output and grad_input norms; for every parameter:
@@ -33,7 +35,7 @@ def inspect_command(app: App, model_file: str, step: int, output_format: str, sa
     Examples:
       gradscope inspect sample_models/mlp.py
       gradscope inspect sample_models/deep_sigmoid.py --step 3 --save report.html
-      gradscope inspect model.py --format json | jq .total_grad_norm
+      gradscope inspect model.py --layers 'encoder.*' --format json | jq .total_grad_norm
     """
     from gradscope.cli.common import thresholds_from
     from gradscope.loading import load_model_file
@@ -47,15 +49,15 @@ def inspect_command(app: App, model_file: str, step: int, output_format: str, sa
     if output_format == "json":
         from gradscope.render.data import inspect_to_dict
 
-        app.echo_json(inspect_to_dict(report))
+        app.echo_json(inspect_to_dict(report, layers))
     else:
         from gradscope.render.tables import inspect_view
 
-        app.out.print(inspect_view(report))
+        app.out.print(inspect_view(report, layers))
     if save is not None:
         from gradscope.cli.common import export_view
         from gradscope.render.tables import inspect_view
 
-        export_view(inspect_view(report), save, title=f"gradscope inspect {model_file}")
+        export_view(inspect_view(report, layers), save, title=f"gradscope inspect {model_file}")
         app.note(f"saved {save}")
     app.exit(ExitCode.FINDINGS if has_errors(report.findings) else ExitCode.OK)

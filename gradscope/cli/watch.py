@@ -7,6 +7,7 @@ import click
 
 from gradscope.cli.app import App, ExitCode
 from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.view_options import layers_option
 
 
 @click.command("watch")
@@ -23,15 +24,19 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
               help="Append one JSON record per step to this file (flushed every step).")
 @click.option("--bundle", type=click.Path(dir_okay=False, writable=True), default="gradscope-replay.npz",
               show_default=True, help="Where --nan/--inf write the replay bundle of the failing step.")
+@layers_option
 @format_option("table", "json")
 @seed_option
 @debug_option
 @click.pass_obj
 def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf: bool, clip: float | None,
-          lr: float, log_path: str | None, bundle: str, output_format: str, seed: int) -> None:
+          lr: float, log_path: str | None, bundle: str, layers: tuple[str, ...], output_format: str,
+          seed: int) -> None:
     """Train MODEL for N steps, showing loss, total and per-layer gradient norms each step.
 
-    On a terminal the table updates live; when stdout is piped, one line per step. With --nan
+    On a terminal the view updates live: step k/N, elapsed time and an estimate of the rest, the
+    loss, and one row per layer (--layers GLOB chooses which); when stdout is piped, one line per
+    step. With --nan
     and/or --inf, training stops at the first non-finite value, and the failing step is run
     again with full instrumentation to report where it started: the step, the phase (forward,
     backward or update), the module, the autograd node and the line in the model file, and
@@ -44,6 +49,7 @@ def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf:
       gradscope watch sample_models/mlp.py --steps 50
       gradscope watch sample_models/nan_forward.py --steps 10 --nan --log run.jsonl
       gradscope watch model.py --steps 200 --nan --inf --clip 1.0 --format json
+      gradscope watch model.py --steps 100 --layers 'encoder.layers.*' 
     """
     from gradscope.cli.common import quiet_numpy
     from gradscope.loading import load_model_file
@@ -58,7 +64,7 @@ def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf:
     try:
         with quiet_numpy():
             _run(app, watcher, log, live=output_format == "table" and app.stdout_is_terminal,
-                 plain=output_format == "table")
+                 plain=output_format == "table", layers=layers)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -72,7 +78,9 @@ def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf:
     app.exit(ExitCode.OK if report.status == "ok" else ExitCode.FINDINGS)
 
 
-def _run(app: App, watcher: Any, log: Any, live: bool, plain: bool) -> None:
+def _run(app: App, watcher: Any, log: Any, live: bool, plain: bool, layers: tuple[str, ...]) -> None:
+    import time
+
     from gradscope.render.data import step_to_dict
     from gradscope.render.tables import watch_line, watch_table
 
@@ -83,18 +91,20 @@ def _run(app: App, watcher: Any, log: Any, live: bool, plain: bool) -> None:
             log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
             log.flush()
 
+    total = watcher.options.steps
+    started = time.monotonic()
     if live:
         from rich.live import Live
 
-        with Live(watch_table([]), console=app.out, refresh_per_second=8) as view:
+        with Live(watch_table([], total, 0.0, layers), console=app.out, refresh_per_second=8) as view:
             for record in watcher.steps():
                 write_log(record)
-                view.update(watch_table(watcher.history))
+                view.update(watch_table(watcher.history, total, time.monotonic() - started, layers))
         return
     for record in watcher.steps():
         write_log(record)
         if plain:
-            app.out.print(watch_line(record), markup=False, highlight=False, soft_wrap=True)
+            app.out.print(watch_line(record, app.out.width, layers), markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_report(app: App, report: Any, output_format: str) -> None:

@@ -35,7 +35,7 @@ def test_inspect_json_schema_and_findings(gradscope, name):
     assert data["model"] == sample(name)
     assert data["step"] == 0
     for module in data["modules"]:
-        assert set(module) == {"name", "type", "grad_output_norm", "grad_input_norm", "nonfinite"}
+        assert set(module) == {"name", "type", "calls", "grad_output_norm", "grad_input_norm", "nonfinite"}
     for parameter in data["parameters"]:
         assert set(parameter) == {"name", "module", "shape", "has_grad", "grad_norm", "grad_mean", "grad_std",
                                   "grad_abs_max", "nonfinite", "zero_fraction", "param_norm", "grad_to_param"}
@@ -104,7 +104,7 @@ def test_inspect_thresholds(gradscope):
 
 # --------------------------------------------------------------------------------------------- watch
 WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle"}
-ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind"}
+ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind", "propagated", "detail"}
 
 
 @pytest.mark.parametrize("name", HEALTHY + ["dead_relu", "unused_detach"])
