@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from gradscope.cli.app import App, ExitCode
+from gradscope.cli.waivers import ignore_option
 from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
 
 
@@ -25,11 +26,13 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
 @click.option("--lr", type=click.FloatRange(min=0), default=None,
               help="Learning rate of the default SGD optimizer [default: 0.01].")
 @format_option("table", "json", "junit", "github")
+@ignore_option
 @seed_option
 @debug_option
 @click.pass_obj
 def check(app: App, model_file: str, steps: int | None, max_norm: float | None, min_norm: float | None,
-          overfit: bool | None, gradcheck: bool | None, lr: float | None, output_format: str, seed: int) -> None:
+          overfit: bool | None, gradcheck: bool | None, lr: float | None, output_format: str,
+          ignore: tuple[str, ...], seed: int) -> None:
     """Run gradient sanity checks on MODEL; exit 0 when all pass, 1 when any fails.
 
     Checks: loss and gradients finite; every parameter receives a gradient (unused layers,
@@ -37,16 +40,20 @@ def check(app: App, model_file: str, steps: int | None, max_norm: float | None, 
     or exploding gradient norms; the optimizer step changes the parameters; with --overfit, the
     loss goes down on one batch; with --gradcheck, gradients match finite differences.
     Defaults come from [tool.gradscope] in the nearest pyproject.toml (keys: steps, lr,
-    max_norm, min_norm, min_ratio, overfit, gradcheck); flags win.
+    max_norm, min_norm, min_ratio, overfit, gradcheck); flags win. --ignore GLOB[:KIND] accepts
+    findings (e.g. conv1.bias:vanishing); a bias that only feeds a BatchNorm is a note, not a
+    failure.
 
     \b
     Examples:
       gradscope check sample_models/mlp.py --overfit
       gradscope check model.py --max-norm 100 --format junit > gradscope-junit.xml
       gradscope check model.py --format github   # annotations in GitHub Actions
+      gradscope check model.py --ignore 'encoder.*:no_grad' 
     """
-    from gradscope.cli.common import quiet_numpy
+    from gradscope.cli.common import progress_on_terminal, quiet_numpy
     from gradscope.cli.config import ConfigError, read_config
+    from gradscope.cli.waivers import read_waivers
     from gradscope.loading import load_model_file
     from gradscope.monitor.analysis import Thresholds
     from gradscope.monitor.check import CheckOptions, check_model
@@ -67,10 +74,10 @@ def check(app: App, model_file: str, steps: int | None, max_norm: float | None, 
                             min_ratio=config.get("min_ratio", Thresholds.min_ratio))
     options = CheckOptions(steps=pick(steps, "steps", defaults.steps), lr=pick(lr, "lr", defaults.lr),
                            thresholds=thresholds, overfit=pick(overfit, "overfit", False),
-                           gradcheck=pick(gradcheck, "gradcheck", False))
+                           gradcheck=pick(gradcheck, "gradcheck", False), waivers=read_waivers(app, ignore))
     workload = load_model_file(model_file, seed=seed)
-    with quiet_numpy():
-        report = check_model(workload, options)
+    with quiet_numpy(), progress_on_terminal(app.err) as progress:
+        report = check_model(workload, options, progress=progress)
     if output_format == "json":
         from gradscope.render.data import check_to_dict
 

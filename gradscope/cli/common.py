@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from rich.console import Console, RenderableType
 
@@ -44,3 +45,24 @@ def quiet_numpy() -> contextlib.AbstractContextManager:
     import numpy as np
 
     return np.errstate(all="ignore")
+
+
+@contextlib.contextmanager
+def progress_on_terminal(console: Console) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A ``progress(stage, done, total)`` callback that draws a transient progress bar on
+    ``console`` (stderr) when it is a terminal; None (nothing drawn) when it is piped."""
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(tasks[stage], completed=done, total=total)
+
+        yield update

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from gradscope.cli.app import App, ExitCode
+from gradscope.cli.waivers import ignore_option
 from gradscope.cli.options import debug_option, format_option, model_argument, seed_option, threshold_options
 from gradscope.cli.view_options import layers_option
 
@@ -19,11 +20,13 @@ from gradscope.cli.view_options import layers_option
               help="Also export the table view to an .svg or .html file.")
 @layers_option
 @threshold_options
+@ignore_option
 @seed_option
 @debug_option
 @click.pass_obj
 def inspect_command(app: App, model_file: str, step: int, output_format: str, save: str | None,
-                    layers: tuple[str, ...], max_norm: float | None, min_norm: float | None, seed: int) -> None:
+                    layers: tuple[str, ...], max_norm: float | None, min_norm: float | None,
+                    ignore: tuple[str, ...], seed: int) -> None:
     """Run one forward and backward pass of MODEL and show how the gradient flows.
 
     For every module (in forward order): grad_output and grad_input norms; for every parameter:
@@ -44,8 +47,12 @@ def inspect_command(app: App, model_file: str, step: int, output_format: str, sa
 
     if save is not None and Path(save).suffix.lower() not in (".svg", ".html", ".htm"):
         app.abort(f"--save {save}: use a .svg or .html file name", ExitCode.USAGE)
+    from gradscope.cli.waivers import read_waivers
+
+    waivers = read_waivers(app, ignore)
     workload = load_model_file(model_file, seed=seed)
-    report = inspect_model(workload, step=step, thresholds=thresholds_from(max_norm=max_norm, min_norm=min_norm))
+    report = inspect_model(workload, step=step, thresholds=thresholds_from(max_norm=max_norm, min_norm=min_norm),
+                           waivers=waivers)
     if output_format == "json":
         from gradscope.render.data import inspect_to_dict
 

@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from gradscope.cli.app import App, ExitCode
+from gradscope.cli.waivers import ignore_option
 from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
 from gradscope.cli.view_options import layers_option
 
@@ -26,12 +27,13 @@ from gradscope.cli.view_options import layers_option
               show_default=True, help="Where --nan/--inf write the replay bundle of the failing step.")
 @layers_option
 @format_option("table", "json")
+@ignore_option
 @seed_option
 @debug_option
 @click.pass_obj
 def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf: bool, clip: float | None,
           lr: float, log_path: str | None, bundle: str, layers: tuple[str, ...], output_format: str,
-          seed: int) -> None:
+          ignore: tuple[str, ...], seed: int) -> None:
     """Train MODEL for N steps, showing loss, total and per-layer gradient norms each step.
 
     On a terminal the view updates live: step k/N, elapsed time and an estimate of the rest, the
@@ -55,9 +57,12 @@ def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf:
     from gradscope.loading import load_model_file
     from gradscope.monitor.watch import WatchOptions, Watcher
 
+    from gradscope.cli.waivers import read_waivers
+
+    waivers = read_waivers(app, ignore)
     workload = load_model_file(model_file, seed=seed)
     options = WatchOptions(steps=steps, lr=lr, nan=stop_on_nan, inf=stop_on_inf, clip=clip,
-                           bundle=bundle if (stop_on_nan or stop_on_inf) else None)
+                           bundle=bundle if (stop_on_nan or stop_on_inf) else None, waivers=waivers)
     watcher = Watcher(workload, options)
     log = open(log_path, "a", encoding="utf-8") if log_path else None
     interrupted = False
@@ -75,7 +80,9 @@ def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf:
     if interrupted:
         app.err.print(f"interrupted after {report.steps_run} step(s)", style="yellow")
         app.exit(ExitCode.INTERRUPTED)
-    app.exit(ExitCode.OK if report.status == "ok" else ExitCode.FINDINGS)
+    from gradscope.monitor.analysis import has_errors
+
+    app.exit(ExitCode.OK if report.status == "ok" and not has_errors(report.findings) else ExitCode.FINDINGS)
 
 
 def _run(app: App, watcher: Any, log: Any, live: bool, plain: bool, layers: tuple[str, ...]) -> None:
@@ -91,20 +98,30 @@ def _run(app: App, watcher: Any, log: Any, live: bool, plain: bool, layers: tupl
             log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
             log.flush()
 
+    from gradscope.cli.common import progress_on_terminal
+
     total = watcher.options.steps
     started = time.monotonic()
     if live:
         from rich.live import Live
 
         with Live(watch_table([], total, 0.0, layers), console=app.out, refresh_per_second=8) as view:
+            def show_stage(stage: str, done: int, count: int) -> None:
+                view.update(watch_table(watcher.history, total, time.monotonic() - started, layers,
+                                        status=f"{stage} ({done + 1}/{count})"))
+
+            watcher.progress = show_stage
             for record in watcher.steps():
                 write_log(record)
                 view.update(watch_table(watcher.history, total, time.monotonic() - started, layers))
         return
-    for record in watcher.steps():
-        write_log(record)
-        if plain:
-            app.out.print(watch_line(record, app.out.width, layers), markup=False, highlight=False, soft_wrap=True)
+    with progress_on_terminal(app.err) as progress:
+        watcher.progress = progress
+        for record in watcher.steps():
+            write_log(record)
+            if plain:
+                app.out.print(watch_line(record, app.out.width, layers), markup=False, highlight=False,
+                              soft_wrap=True)
 
 
 def _print_report(app: App, report: Any, output_format: str) -> None:

@@ -11,11 +11,13 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from gradscope.loading import Batch, Workload
+from gradscope.monitor.analysis import Waiver, apply_waivers, divergence_finding
+from gradscope.monitor.diagnose import DivergenceTracker
 from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFiniteTracer
-from gradscope.monitor.records import NonFiniteOrigin, StepRecord, WatchReport
+from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
 from gradscope.monitor.stats import module_of, nonfinite_kind, squared_norm, tensors_in, to_numpy
 
@@ -31,6 +33,7 @@ class WatchOptions:
         inf: the same for Inf.
         clip: clip the total gradient norm to this value before each update (None: no clipping).
         bundle: where to write the replay bundle of the failing step (None: no bundle).
+        waivers: findings the user accepts (``--ignore``).
     """
 
     steps: int = 10
@@ -39,6 +42,12 @@ class WatchOptions:
     inf: bool = False
     clip: float | None = None
     bundle: str | None = None
+    waivers: tuple[Waiver, ...] = ()
+
+
+# ``progress(stage, done, total)``: called while a long silent operation (the re-run that
+# localises a non-finite value) advances.
+Progress = Callable[[str, int, int], None]
 
 
 class Watcher:
@@ -52,9 +61,11 @@ class Watcher:
         report = watcher.report()
     """
 
-    def __init__(self, workload: Workload, options: WatchOptions) -> None:
+    def __init__(self, workload: Workload, options: WatchOptions, progress: Progress | None = None) -> None:
         self.workload = workload
         self.options = options
+        self.progress = progress
+        self.divergence = DivergenceTracker()
         self.history: list[StepRecord] = []
         self.origin: NonFiniteOrigin | None = None
         self.bundle: str | None = None
@@ -80,12 +91,15 @@ class Watcher:
             snapshot = None
             if self.stops_on_nonfinite:
                 snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label)
+            self.divergence.start(parameters, snapshot.parameters if snapshot is not None else None)
             record, stop = self._train_step(step, batch, parameters)
+            self.divergence.finish(record)
             self.history.append(record)
             if record.nonfinite is not None:
                 self.saw_nonfinite = True
             if stop and snapshot is not None:
-                self.origin = localize(self.workload, snapshot, self.optimizer, clip=self.options.clip)
+                self.origin = localize(self.workload, snapshot, self.optimizer, clip=self.options.clip,
+                                       progress=self.progress)
                 if self.options.bundle is not None:
                     snapshot.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
                     self.bundle = self.options.bundle
@@ -101,8 +115,15 @@ class Watcher:
             status = "nonfinite"
         else:
             status = "ok"
+        divergence = self.divergence.divergence
+        findings: list[Finding] = []
+        if divergence is not None:
+            findings.append(divergence_finding(divergence.step, divergence.loss_before, divergence.loss_after,
+                                               divergence.update_ratios, divergence.zeroed_layers))
+        kept, _ = apply_waivers(findings, self.options.waivers)
         return WatchReport(model=self.workload.label, steps_run=len(self.history), status=status,
-                           first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle)
+                           first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle,
+                           findings=kept, divergence=divergence if kept else None)
 
     def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]]) -> tuple[StepRecord, bool]:
         """One training step with cheap detection; returns the record and whether to stop."""
@@ -152,7 +173,7 @@ class Watcher:
 
 
 def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
-             clip: float | None = None) -> NonFiniteOrigin | None:
+             clip: float | None = None, progress: Progress | None = None) -> NonFiniteOrigin | None:
     """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started.
 
     1. Forward pass with global forward hooks (and line tracing of the model file): the first module
@@ -166,6 +187,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
     """
     from gradscope import autograd
 
+    report = progress or (lambda stage, done, total: None)
     model = workload.model
     step = snapshot.step
     batch = _as_batch(snapshot.restore(model, optimizer))
@@ -173,10 +195,18 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
     data_kind = _first_nonfinite(batch.inputs)
     if data_kind is not None:
         origin = NonFiniteOrigin(step=step, phase="forward", module=None, node="input data", source=None,
-                                 kind=data_kind, detail=f"batch({step}) returned inputs that already hold {data_kind}")
+                                 kind=data_kind, detail=f"batch({step}) returned inputs containing {data_kind}")
+        snapshot.restore(model, optimizer)
+        return origin
+    target_kind = _first_nonfinite((batch.targets,))
+    if target_kind is not None:
+        origin = NonFiniteOrigin(step=step, phase="forward", module=None, node="target data", source=None,
+                                 kind=target_kind,
+                                 detail=f"batch({step}) returned targets containing {target_kind}")
         snapshot.restore(model, optimizer)
         return origin
 
+    report(f"locating the non-finite value of step {step}: forward pass", 0, 3)
     forward = ForwardNonFiniteTracer(model, workload.path)
     with forward:
         loss = workload.loss(_tracking_inputs(batch))
@@ -187,6 +217,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         return origin
 
     batch = _as_batch(snapshot.restore(model, optimizer))
+    report(f"locating the non-finite value of step {step}: backward pass", 1, 3)
     backward = BackwardNonFiniteTracer(model)
     with backward:
         loss = workload.loss(batch)
@@ -194,6 +225,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
     batch = _as_batch(snapshot.restore(model, optimizer))
     node = source = anomaly_module = None
     kind = backward.kind
+    report(f"locating the non-finite value of step {step}: backward pass under anomaly mode", 2, 3)
     anomaly = BackwardNonFiniteTracer(model)
     with anomaly, autograd.detect_anomaly(check_nan=True, check_inf=True):
         loss = workload.loss(batch)

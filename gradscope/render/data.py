@@ -34,10 +34,12 @@ def number(value: float | None) -> float | str | None:
 
 
 def finding_to_dict(finding: "Finding") -> dict[str, Any]:
-    """``{"check", "severity", "module", "parameter", "message", "value", "threshold"}``."""
+    """``{"check", "severity", "module", "parameter", "message", "value", "threshold", "source",
+    "parameters"}`` (``parameters``: every parameter a per-module finding covers)."""
     return {"check": finding.check, "severity": finding.severity, "module": finding.module,
             "parameter": finding.parameter, "message": finding.message, "value": number(finding.value),
-            "threshold": number(finding.threshold)}
+            "threshold": number(finding.threshold), "source": finding.source,
+            "parameters": list(finding.parameters)}
 
 
 def inspect_to_dict(report: "InspectReport", layers: Sequence[str] = ()) -> dict[str, Any]:
@@ -86,6 +88,12 @@ def watch_to_dict(report: "WatchReport") -> dict[str, Any]:
         "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm)}
                     for r in report.history],
         "bundle": report.bundle,
+        "divergence": None if report.divergence is None else {
+            "step": report.divergence.step, "loss_before": number(report.divergence.loss_before),
+            "loss_after": number(report.divergence.loss_after),
+            "update_ratios": {name: number(ratio) for name, ratio in report.divergence.update_ratios},
+            "zeroed_layers": list(report.divergence.zeroed_layers)},
+        "findings": [finding_to_dict(f) for f in report.findings],
     }
 
 
@@ -116,6 +124,7 @@ def check_to_dict(report: "CheckReport") -> dict[str, Any]:
     return {
         "schema": CHECK_SCHEMA,
         "passed": report.passed,
+        "waived": report.waived,
         "checks": [{"name": c.name, "status": c.status, "message": c.message} for c in report.checks],
         "findings": [finding_to_dict(f) for f in report.findings],
     }

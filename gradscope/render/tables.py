@@ -12,7 +12,7 @@ from gradscope.render.layout import Column, FittedTable, cell_width
 from gradscope.render.names import layer_selected, module_label
 
 if TYPE_CHECKING:
-    from gradscope.monitor.records import (CheckReport, ClipReport, Finding, InspectReport,
+    from gradscope.monitor.records import (CheckReport, ClipReport, Divergence, Finding, InspectReport,
                                            NonFiniteOrigin, StepRecord, WatchReport)
 
 BAR_LOW = -12.0
@@ -70,14 +70,19 @@ def findings_view(findings: Iterable["Finding"]) -> RenderableType:
     findings = list(findings)
     if not findings:
         return Text("No findings: gradients look healthy.", style="green")
-    lines = [Text(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}:", style="bold")]
+    counts = ", ".join(f"{n} {severity}{'s' if n != 1 and severity != 'info' else ''}" for severity, n in
+                       ((severity, sum(f.severity == severity for f in findings))
+                        for severity in ("error", "warning", "info")) if n)
+    heading = Text(f"{len(findings)} finding{'s' if len(findings) != 1 else ''} ({counts}):", style="bold")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(ratio=1, overflow="fold")
     for finding in findings:
-        line = Text("  ")
-        line.append(f"{finding.severity:<7}", style=_SEVERITY_STYLE.get(finding.severity, ""))
-        line.append(f" {finding.check:<19} ", style="bold")
-        line.append(finding.message)
-        lines.append(line)
-    return Group(*lines)
+        grid.add_row(" ", Text(finding.severity, style=_SEVERITY_STYLE.get(finding.severity, "")), finding.check,
+                     finding.message)
+    return Group(heading, grid)
 
 
 def inspect_view(report: "InspectReport", layers: Sequence[str] = ()) -> RenderableType:
@@ -142,11 +147,14 @@ class WatchView:
         elapsed: seconds since the run started, or None.
         layers: module-path globs (``--layers``) choosing the layers to list.
         trend_steps: how many of the last steps the trend sparkline covers.
+        status: what a long operation is doing right now (e.g. localising a NaN), or None.
     """
 
     def __init__(self, history: Sequence["StepRecord"], total_steps: int | None = None,
-                 elapsed: float | None = None, layers: Sequence[str] = (), trend_steps: int = 20) -> None:
+                 elapsed: float | None = None, layers: Sequence[str] = (), trend_steps: int = 20,
+                 status: str | None = None) -> None:
         self.history = list(history)
+        self.status = status
         self.total_steps = total_steps
         self.elapsed = elapsed
         self.layers = tuple(layers)
@@ -160,8 +168,9 @@ class WatchView:
         """The view's lines and table; at most ``max_rows`` layer rows (None: all)."""
         header = Text("gradscope watch · " + progress_text(len(self.history), self.total_steps, self.elapsed),
                       style="bold")
+        status = [Text(self.status, style="yellow")] if self.status else []
         if not self.history:
-            return [header]
+            return [header, *status]
         last = self.history[-1]
         header.append(f"   loss {fmt(last.loss)}   total grad norm {fmt(last.total_grad_norm)}")
         if last.nonfinite:
@@ -185,13 +194,13 @@ class WatchView:
             parts.append(Text(f"+{hidden} more layer{'s' if hidden != 1 else ''} "
                               f"(choose which with --layers GLOB)", style="dim"))
         parts.append(Text(f"loss {sparkline([r.loss for r in recent])}"))
-        return parts
+        return parts + status
 
 
 def watch_table(history: Sequence["StepRecord"], total_steps: int | None = None, elapsed: float | None = None,
-                layers: Sequence[str] = ()) -> WatchView:
+                layers: Sequence[str] = (), status: str | None = None) -> WatchView:
     """The live ``watch`` view for ``history`` (see :class:`WatchView`)."""
-    return WatchView(history, total_steps=total_steps, elapsed=elapsed, layers=layers)
+    return WatchView(history, total_steps=total_steps, elapsed=elapsed, layers=layers, status=status)
 
 
 def progress_text(done: int, total: int | None, elapsed: float | None) -> str:
@@ -278,8 +287,28 @@ def watch_summary(report: "WatchReport") -> RenderableType:
         parts.append(origin_view(report.first_nonfinite))
     elif report.status == "nonfinite":
         parts.append(Text("a non-finite value appeared (run with --nan/--inf to locate it)", style="bold red"))
+    if report.divergence is not None:
+        parts.append(divergence_view(report.divergence))
+    if report.findings:
+        parts.append(findings_view(report.findings))
     if report.bundle:
         parts.append(Text(f"replay bundle: {report.bundle}"))
+    return Group(*parts)
+
+
+def divergence_view(divergence: "Divergence") -> RenderableType:
+    """The loss jump and the update-to-parameter ratio of every parameter in the update before it
+    (largest first), with the layers whose gradients became exactly zero."""
+    title = (f"The loss jumped from {fmt(divergence.loss_before)} to {fmt(divergence.loss_after)} at step "
+             f"{divergence.step}: the update of step {divergence.step - 1} changed these parameters by")
+    ordered = sorted(divergence.update_ratios, key=lambda item: -item[1] if math.isfinite(item[1]) else -math.inf)
+    rows = [[name, fmt(ratio), norm_bar(ratio)] for name, ratio in ordered]
+    columns = [Column("parameter", "left"), Column("|update| / |parameter|"),
+               Column(f"log10 [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=1, stacked=False)]
+    parts: list[RenderableType] = [FittedTable(columns, rows, title=title)]
+    if divergence.zeroed_layers:
+        parts.append(Text("gradients exactly zero since then: " +
+                          ", ".join(module_label(name) for name in divergence.zeroed_layers), style="bold red"))
     return Group(*parts)
 
 
@@ -310,6 +339,9 @@ def check_view(report: "CheckReport") -> RenderableType:
         table.add_row(check.name, Text(check.status.upper(), style=_STATUS_STYLE[check.status]), check.message)
     verdict = Text("all checks passed" if report.passed else "some checks failed",
                    style="bold green" if report.passed else "bold red")
+    if report.waived:
+        verdict.append(f" ({report.waived} finding{'s' if report.waived != 1 else ''} waived by ignore)",
+                       style="dim")
     parts: list[RenderableType] = [table, verdict]
     if report.findings:
         parts.append(findings_view(report.findings))

@@ -21,7 +21,7 @@ EXPECTED_INSPECT = {
     "unused_detach": {"no_grad"},
 }
 ALL = sorted(EXPECTED_INSPECT)
-FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", "threshold"}
+FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", "threshold", "source", "parameters"}
 
 
 # ------------------------------------------------------------------------------------------- inspect
@@ -66,8 +66,9 @@ def test_inspect_module_order_and_names(gradscope):
 
 def test_inspect_specific_findings(gradscope):
     data = gradscope.json("inspect", sample("unused_detach"), code=1)
-    assert {f["parameter"] for f in data["findings"]} == {"encoder.0.weight", "encoder.0.bias", "aux_head.weight",
-                                                          "aux_head.bias"}
+    assert {name for f in data["findings"] for name in f["parameters"]} == {
+        "encoder.0.weight", "encoder.0.bias", "aux_head.weight", "aux_head.bias"}
+    assert [f["module"] for f in data["findings"]] == ["encoder.0", "aux_head"]  # one finding per module
     data = gradscope.json("inspect", sample("dead_relu"), code=1)
     assert {f["parameter"] for f in data["findings"]} == {"hidden.weight", "hidden.bias", "out.weight"}
     data = gradscope.json("inspect", sample("deep_sigmoid"), code=1)
@@ -103,7 +104,7 @@ def test_inspect_thresholds(gradscope):
 
 
 # --------------------------------------------------------------------------------------------- watch
-WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle"}
+WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle", "divergence", "findings"}
 ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind", "propagated", "detail"}
 
 
@@ -269,7 +270,7 @@ EXPECTED_CHECK_FAILURES = {
 def test_check_every_model(gradscope, name):
     failures = EXPECTED_CHECK_FAILURES[name]
     data = gradscope.json("check", sample(name), "--steps", "3", code=1 if failures else 0)
-    assert set(data) == {"schema", "passed", "checks", "findings"} and data["schema"] == "gradscope.check/1"
+    assert set(data) == {"schema", "passed", "waived", "checks", "findings"} and data["schema"] == "gradscope.check/1"
     assert data["passed"] is (not failures)
     assert {c["name"] for c in data["checks"] if c["status"] == "fail"} == failures
     assert all(set(c) == {"name", "status", "message"} for c in data["checks"])
@@ -300,7 +301,7 @@ def test_check_junit(gradscope):
     result = gradscope("check", sample("dead_relu"), "--format", "junit", code=1)
     root = ElementTree.fromstring(result.stdout)
     cases = root.findall("./testsuite/testcase")
-    assert len(cases) == 8
+    assert len(cases) == 9
     failed = [case.get("name") for case in cases if case.find("failure") is not None]
     assert failed == ["no_dead_parameters"]
     assert root.find("./testsuite").get("failures") == "1"
