@@ -1,6 +1,7 @@
 """``check``: gradient sanity checks for CI, each one pass / fail / skip."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -67,24 +68,24 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
     per_step: list[list[Finding]] = []
     unchanged: list[Finding] = []
     broadcast: list[Finding] = []
-    with NormalizationInputs(model) as normalization:
-        for step in range(options.steps):
-            report("gradient checks", step, options.steps)
-            batch = workload.batch(step)
-            optimizer.zero_grad(set_to_none=True)
-            with loss_warnings() as messages:
-                loss = workload.loss(batch)
-            broadcast = broadcast or loss_broadcast_findings(messages)
-            workload.backward(loss)
-            records = parameter_records(model)
-            per_step.append(data_findings(float(loss.item()), batch, step)
-                            + gradient_findings(records, options.thresholds))
-            before = {name: np.array(to_numpy(p)) for name, p in model.named_parameters()} if step == 0 else None
-            optimizer.step()
-            if before is not None:
-                unchanged = _unchanged(model, records, before)
-            if any(f.check == "nonfinite" for f in per_step[-1]):
-                break
+    normalization = NormalizationInputs(model)
+    for step in range(options.steps):
+        report("gradient checks", step, options.steps)
+        batch = workload.batch(step)
+        optimizer.zero_grad(set_to_none=True)
+        with loss_warnings() as messages, normalization if step == 0 else contextlib.nullcontext():
+            loss = workload.loss(batch)
+        broadcast = broadcast or loss_broadcast_findings(messages)
+        workload.backward(loss)
+        records = parameter_records(model)
+        per_step.append(data_findings(float(loss.item()), batch, step)
+                        + gradient_findings(records, options.thresholds))
+        before = {name: np.array(to_numpy(p)) for name, p in model.named_parameters()} if step == 0 else None
+        optimizer.step()
+        if before is not None:
+            unchanged = _unchanged(model, records, before)
+        if any(f.check == "nonfinite" for f in per_step[-1]):
+            break
     findings = zero_by_construction(broadcast + _combine(per_step) + unchanged, normalization.followed_by)
     if any(f.check == "no_grad" for f in findings):
         initial.restore(model, optimizer)

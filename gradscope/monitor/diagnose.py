@@ -41,9 +41,10 @@ NORMALIZATION_TYPES = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm",
 class NormalizationInputs(_HookOwner):
     """Record which modules with a bias feed their output straight into a normalisation layer.
 
-    A global forward hook ``hook(module, args, output) -> None`` remembers the output of every
-    module that has its own ``bias``; when a normalisation layer (a BatchNorm in training mode, a
-    LayerNorm or an InstanceNorm) receives exactly that tensor, the pair is recorded.
+    A global forward hook ``hook(module, args, output) -> None`` remembers the output buffer of
+    every module that has its own ``bias``; when a normalisation layer (a BatchNorm in training
+    mode, a LayerNorm or an InstanceNorm) receives that buffer (the tensor itself, or the alias that
+    module backward hooks pass on), the pair is recorded.
 
     Attributes:
         followed_by: module path -> (path, type name) of the normalisation layer after it.
@@ -52,7 +53,7 @@ class NormalizationInputs(_HookOwner):
     def __init__(self, model: Any) -> None:
         super().__init__()
         self._names = {id(module): name for name, module in model.named_modules()}
-        self._producers: dict[int, tuple[Any, str]] = {}
+        self._producers: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
         self.followed_by: dict[str, tuple[str, str]] = {}
 
     def _attach(self) -> None:
@@ -64,11 +65,11 @@ class NormalizationInputs(_HookOwner):
             return
         kind = type(module).__name__
         if kind in NORMALIZATION_TYPES and args and (not kind.startswith("BatchNorm") or module.training):
-            producer = self._producers.get(id(args[0]))
-            if producer is not None and producer[0] is args[0]:
+            producer = self._producers.get(_buffer(args[0])) if hasattr(args[0], "shape") else None
+            if producer is not None:
                 self.followed_by.setdefault(producer[1], (name, kind))
         if getattr(module, "bias", None) is not None and hasattr(output, "shape"):
-            self._producers[id(output)] = (output, name)
+            self._producers[_buffer(output)] = (output, name)
 
     def close(self) -> None:
         self._producers.clear()
@@ -93,7 +94,7 @@ class GraphCuts(_HookOwner):
         super().__init__()
         self._names = {id(module): name for name, module in model.named_modules()}
         self._source_file = str(source_file) if source_file is not None else None
-        self._outputs: dict[tuple[int, int], tuple[Any, str]] = {}
+        self._outputs: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
         self._last_line: dict[int, int] = {}
         self._previous_trace: Callable | None = None
         self.called: list[str] = []
@@ -160,9 +161,10 @@ class GraphCuts(_HookOwner):
                 self.cuts[known[1]] = relative_source(filename, line)
 
 
-def _buffer(tensor: Any) -> tuple[int, int]:
+def _buffer(tensor: Any) -> tuple[int, int, tuple]:
+    """Where a tensor's values live: (address, bytes, shape); aliases and detached copies share it."""
     array = to_numpy(tensor)
-    return array.__array_interface__["data"][0], array.nbytes
+    return array.__array_interface__["data"][0], array.nbytes, array.shape
 
 
 def relative_source(filename: str, line: int) -> str:
