@@ -267,19 +267,6 @@ def _line_of(script: Path, text: str) -> int:
     return next(index for index, line in enumerate(lines, 1) if line.strip() == text)
 
 
-def test_readme_example_is_real_output(gradscope, monkeypatch):
-    """The README's `gradscope run` example, byte for byte (trailing spaces aside)."""
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("COLUMNS", "100")
-    lines = (ROOT / "README.md").read_text().splitlines()
-    start = lines.index("<!-- run-example -->") + 2
-    block = lines[start:lines.index("```", start)]
-    command = block[0].removeprefix("$ gradscope ").split()
-    result = gradscope(*command, code=1)
-    produced = [line.rstrip() for line in (result.stdout + result.stderr).splitlines()]
-    assert produced == block[1:]
-
-
 def test_ctrl_c_prints_the_summary_keeps_the_log_and_exits_130(gradscope, tmp_path):
     script = tmp_path / "interrupted.py"
     script.write_text(textwrap.dedent('''
