@@ -187,9 +187,18 @@ class Engine:
         """True while a compiler traces the code (hooks must then do nothing)."""
         return False
 
+    def gradient_scaler_class(self) -> type | None:
+        """The engine's loss-scaling class (``scale(outputs)``, ``step(optimizer)``,
+        ``get_scale()``), or None when the engine has none."""
+        return None
+
     def is_compiled_module(self, module: Any) -> bool:
         """True if ``module`` is a compiled wrapper whose inner modules' hooks are not observed."""
         return False
+
+    def uncompiled(self, module: Any) -> Any:
+        """The module a compiled wrapper wraps (``module`` itself when it is not one)."""
+        return module
 
 
 def squared_norm(array: np.ndarray) -> float:

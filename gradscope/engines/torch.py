@@ -159,5 +159,11 @@ class TorchEngine(Engine):
     def is_compiling(self) -> bool:
         return torch.compiler.is_compiling()
 
+    def gradient_scaler_class(self) -> type | None:
+        return torch.amp.GradScaler
+
     def is_compiled_module(self, module: Any) -> bool:
         return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+
+    def uncompiled(self, module: Any) -> Any:
+        return module._orig_mod if self.is_compiled_module(module) else module

@@ -91,11 +91,13 @@ class _Root:
 
 @dataclass
 class _BackwardStats:
-    """Host numbers of one backward pass."""
+    """Host numbers of one backward pass (``scaled``: a gradient scaler scaled its loss, so its
+    gradients may overflow by design and only the loss and outputs count)."""
 
     loss: float | None
     squares: list[float | None]
     output_squares: list[float | None]
+    scaled: bool = False
 
 
 class RunMonitor:
@@ -149,6 +151,7 @@ class RunMonitor:
         self._clipped: tuple[float, list[float | None]] | None = None
         self.localizing = False
         self._compiled_noted: set[int] = set()
+        self._scaled: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
@@ -170,6 +173,12 @@ class RunMonitor:
             self._originals.setdefault(engine.name, original)
             self._patches.append((owner, attribute, original))
             setattr(owner, attribute, self._wrap_backward(engine, original))
+        scaler = engine.gradient_scaler_class()
+        if scaler is not None:
+            for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
+                original = scaler.__dict__[attribute]
+                self._patches.append((scaler, attribute, original))
+                setattr(scaler, attribute, wrap(original))
 
     def close(self) -> None:
         """Remove every hook and restore the wrapped entry points (idempotent)."""
@@ -212,9 +221,11 @@ class RunMonitor:
         self._parameters.clear()
         for root, prefix in zip(self._roots, prefixes):
             root.prefix = prefix
-            for name, module in root.module.named_modules():
+            self._names[id(root.module)] = prefix
+            inner = root.engine.uncompiled(root.module)
+            for name, module in inner.named_modules():
                 self._names.setdefault(id(module), _join(prefix, name))
-            self._parameters.extend((_join(prefix, name), p) for name, p in root.module.named_parameters()
+            self._parameters.extend((_join(prefix, name), p) for name, p in inner.named_parameters()
                                     if p.requires_grad)
         self._parameter_modules = [module_of(name) for name, _ in self._parameters]
 
@@ -283,6 +294,28 @@ class RunMonitor:
 
         return backward
 
+    def _wrap_scale(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def scale(scaler: Any, outputs: Any) -> Any:
+            result = original(scaler, outputs)
+            self._scaled = (result, scaler)
+            return result
+
+        return scale
+
+    def _wrap_scaler_step(self, original: Callable) -> Callable:
+        """A gradient scaler that found Inf/NaN gradients skips ``optimizer.step()``: that backward
+        pass becomes a skipped step (scaled gradients overflow by design; not a finding)."""
+        @functools.wraps(original)
+        def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            before = self._optimizer_steps
+            result = original(scaler, optimizer, *args, **kwargs)
+            if self._optimizer_steps == before and self._pending and not self.localizing:
+                self._emit(skipped=True)
+            return result
+
+        return step
+
     def _before_backward(self) -> None:
         """Pending backward passes whose gradients were reset without an optimizer step are
         steps of their own (no optimizer) or skipped steps (an optimizer exists)."""
@@ -298,11 +331,18 @@ class RunMonitor:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
         else:
             loss_value, squares = None, engine.squared_norms(tensors)
-        stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):])
+        scaled, self._scaled = self._scaled, None
+        if scaled is not None and loss is not None and scaled[0] is loss:
+            scale = float(scaled[1].get_scale())
+            loss_value = loss_value / scale
+            squares[:len(grads)] = [None if value is None else value / (scale * scale) for value in squares[:len(grads)]]
+        stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
+                               scaled=scaled is not None and scaled[0] is loss)
         if not (self._in_step and self._closure_step and self._pending):
             self._pending.append(stats)
         else:
-            self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares)
+            self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
+                                               stats.scaled)
         self._last = stats
         if not _all_finite(stats):
             self.saw_nonfinite = True
@@ -315,7 +355,7 @@ class RunMonitor:
 
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
         # tensor: NaN if it holds a NaN, Inf if it holds only infinities.
-        kinds = {_value_kind(value) for value in (stats.loss, *stats.squares, *stats.output_squares)}
+        kinds = {_value_kind(value) for value in _verdict_values(stats)}
         if not ((self.options.nan and "nan" in kinds) or (self.options.inf and "inf" in kinds)):
             return
         self.origin = localize(self, engine, loss, stats, step=len(self.history))
@@ -470,9 +510,13 @@ def _value_kind(value: float | None) -> str | None:
     return "nan" if math.isnan(value) else "inf"
 
 
+def _verdict_values(stats: _BackwardStats) -> list[float | None]:
+    """The numbers whose non-finiteness is a finding."""
+    return [stats.loss, *stats.output_squares, *(() if stats.scaled else stats.squares)]
+
+
 def _all_finite(stats: _BackwardStats) -> bool:
-    values = [stats.loss, *stats.squares, *stats.output_squares]
-    return all(value is None or math.isfinite(value) for value in values)
+    return all(value is None or math.isfinite(value) for value in _verdict_values(stats))
 
 
 def _where(stats: _BackwardStats) -> str | None:

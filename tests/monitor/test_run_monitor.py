@@ -154,3 +154,54 @@ def test_native_stop_raises_a_base_exception_not_caught_by_except_exception():
         monitor.close()
     assert not caught
     assert monitor.origin is not None and monitor.origin.node == "input data"
+
+
+def test_torch_gradient_scaler_skipped_step_is_reported_as_skipped_not_as_a_finding():
+    torch = pytest.importorskip("torch")
+    from torch.amp import GradScaler
+
+    original = GradScaler.__dict__["step"], GradScaler.__dict__["scale"]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = GradScaler("cpu", init_scale=1024.0)
+    monitor = _monitor("torch", nan=True, inf=True)
+    losses = []
+    try:
+        for overflow in (False, True, False):
+            optimizer.zero_grad()
+            loss = model(torch.ones(1, 2)).sum()
+            if overflow:  # sqrt'(0) = Inf: the scaled gradients are not finite, the scaler skips
+                loss = loss + torch.sqrt(model(torch.ones(1, 2)) * 0).sum()
+            losses.append(loss.item())
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    finally:
+        monitor.close()
+    assert (GradScaler.__dict__["step"], GradScaler.__dict__["scale"]) == original
+    assert [record.skipped for record in monitor.history] == [False, True, False]
+    assert monitor.origin is None and monitor.report("s.py").status == "ok"
+    assert [record.loss for record in monitor.history] == pytest.approx(losses, rel=1e-6)  # unscaled
+    assert monitor.history[0].total_grad_norm == pytest.approx(3 ** 0.5, rel=1e-6)  # unscaled: x = (1, 1), b
+
+
+def test_torch_compiled_model_is_reported_as_not_observed_inside():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    compiled = torch.compile(model, backend="eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    monitor = _monitor("torch", nan=True, inf=True)
+    try:
+        with pytest.warns(UserWarning, match="global hooks on modules"):
+            for _ in range(2):
+                optimizer.zero_grad()
+                compiled(torch.randn(5, 3)).sum().backward()
+                optimizer.step()
+    finally:
+        monitor.close()
+    report = monitor.report("s.py")
+    assert report.status == "ok" and report.steps_run == 2
+    assert report.notes == ("module (model) is compiled (torch.compile): the modules inside it are not observed",)
+    assert [name for name, _ in report.history[0].parameter_norms] == ["0.weight", "0.bias", "2.weight", "2.bias"]
