@@ -22,11 +22,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from gradscope.engines import Engine
+from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.stats import module_of
 
-__all__ = ["RunMonitor", "RunOptions", "StopRun"]
+__all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
+
+#: With --nan/--inf, how many nodes of the loss computation (between the loss and the model's
+#: outputs) get a node hook per backward pass.
+LOSS_GRAPH_NODES = 64
 
 
 class StopRun(BaseException):
@@ -152,6 +156,7 @@ class RunMonitor:
         self.localizing = False
         self._compiled_noted: set[int] = set()
         self._scaled: tuple[Any, Any] | None = None
+        self.loss_events: list[tuple[Any, tuple, tuple]] = []
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
@@ -284,12 +289,16 @@ class RunMonitor:
             if self.localizing or self._in_backward or engine.is_compiling():
                 return original(tensors, *args, **kwargs)
             self._before_backward()
+            loss = _scalar_of(engine, tensors)
+            handles = self._hook_loss_graph(loss) if self.options.stops and loss is not None else []
             self._in_backward = True
             try:
                 result = original(tensors, *args, **kwargs)
             finally:
                 self._in_backward = False
-            self._after_backward(engine, _scalar_of(engine, tensors))
+                for handle in handles:
+                    handle.remove()
+            self._after_backward(engine, loss)
             return result
 
         return backward
@@ -315,6 +324,26 @@ class RunMonitor:
             return result
 
         return step
+
+    def _hook_loss_graph(self, loss: Any) -> list:
+        """Node post-hooks on the loss computation between the loss and the model's outputs (at
+        most :data:`LOSS_GRAPH_NODES` nodes) that keep what they see, so that a gradient the loss
+        computation makes non-finite can be named."""
+        self.loss_events = []
+        boundary = {id(t.grad_fn) for call in self.root_calls for t in call.outputs}
+        handles: list[Any] = []
+        seen: set[int] = set()
+        stack = [loss.grad_fn] if loss.grad_fn is not None else []
+        while stack and len(seen) < LOSS_GRAPH_NODES:
+            node = stack.pop()
+            if id(node) in seen or id(node) in boundary or not hasattr(node, "next_functions"):
+                continue
+            seen.add(id(node))
+            if node.name() == ACCUMULATE_NODE:
+                continue
+            handles.append(node.register_hook(functools.partial(_keep_event, self.loss_events, node)))
+            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+        return handles
 
     def _before_backward(self) -> None:
         """Pending backward passes whose gradients were reset without an optimizer step are
@@ -459,6 +488,10 @@ class RunMonitor:
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:
     store[index] = grad
+
+
+def _keep_event(store: list, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    store.append((node, grad_inputs, grad_outputs))
 
 
 def _scalar_of(engine: Engine, tensors: Any) -> Any:

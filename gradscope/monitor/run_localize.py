@@ -247,7 +247,8 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
             continue
         kind = _first_kind(engine, [grad for _, grad in present])
         if kind is not None:
-            return NonFiniteOrigin(step=step, phase="backward", module=None, node=None, source=None, kind=kind,
+            node, kind = _first_bad_node(engine, monitor.loss_events, kind)
+            return NonFiniteOrigin(step=step, phase="backward", module=None, node=node, source=None, kind=kind,
                                    detail=f"the gradient that reached the output of {_words(call.name)} was "
                                           f"already {kind}: the loss computation outside the model produced it")
         trace = _BackwardTrace(monitor, engine)
@@ -363,6 +364,16 @@ class _BackwardTrace:
     def _module_of(self, seq: int) -> str | None:
         inside = [(start, name) for start, end, name in self._ranges if start < seq <= end]
         return max(inside, key=lambda item: item[0])[1] if inside else None
+
+
+def _first_bad_node(engine: Engine, events: list, kind: str) -> tuple[str | None, str]:
+    """The first node (in execution order) whose incoming gradients are finite but whose results
+    are not, and the kind of its result; ``(None, kind)`` when there is none."""
+    for node, grad_inputs, grad_outputs in events:
+        produced = _first_kind(engine, [g for g in grad_inputs if g is not None])
+        if produced is not None and _first_kind(engine, [g for g in grad_outputs if g is not None]) is None:
+            return node.name(), produced
+    return None, kind
 
 
 # ---------------------------------------------------------------------------- helpers

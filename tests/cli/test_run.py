@@ -306,3 +306,26 @@ def test_update_phase_names_the_parameter(gradscope, script, tmp_path):
     assert doc["first_nonfinite"] == {"step": 0, "rank": None, "phase": "update", "module": "0", "node": "SGD.step",
                                       "source": None, "kind": "inf"}
     assert doc["steps_run"] == 2
+
+
+def test_backward_nonfinite_in_the_loss_computation_names_the_node(gradscope, script, tmp_path):
+    header = script.read_text().split("\n\n\nclass Exp")[0]
+    loss_side = tmp_path / "loss_side.py"
+    loss_side.write_text(header + textwrap.dedent('''
+
+        manual_seed(0)
+        model = nn.Linear(2, 2)
+        optimizer = T.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            optimizer.zero_grad()
+            out = model(T.ones(4, 2))
+            distance = T.sqrt(((out - out.detach()) ** 2).sum())  # sqrt of an exact zero
+            loss = out.sum() + distance
+            loss.backward()
+            optimizer.step()
+            print(step)
+    '''))
+    doc = _json(gradscope, "--nan", "--inf", str(loss_side), code=1)
+    origin = doc["first_nonfinite"]
+    assert (origin["step"], origin["phase"], origin["module"], origin["node"], origin["kind"]) == \
+        (0, "backward", None, "SqrtBackward0", "inf")
