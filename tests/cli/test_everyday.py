@@ -360,3 +360,15 @@ def test_root_module_is_called_model_everywhere_people_read(gradscope):
     assert data["modules"][0]["name"] == "" and data["modules"][0]["calls"] == 1
     watch = gradscope.json("watch", sample("nan_forward"), "--steps", "10", "--nan", code=1)
     assert watch["first_nonfinite"]["propagated"] == ["net.0", "net.1", "net.2", "net"]
+
+
+def test_no_color_is_respected_on_a_terminal(monkeypatch, tmp_path):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    colored = CliRunner().invoke(cli, ["inspect", sample("dead_relu")], catch_exceptions=False).stdout
+    assert re.search(r"\x1b\[[0-9;]*3[0-9]", colored)  # colors when forced onto a "terminal"
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = CliRunner().invoke(cli, ["inspect", sample("dead_relu")], catch_exceptions=False).stdout
+    assert not re.search(r"\x1b\[(?:[0-9;]*;)?(?:3[0-9]|9[0-7])(?:;|m)", plain)
