@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator
 from rich.console import Console, RenderableType
 
 from gradscope.monitor.analysis import Thresholds
+from gradscope.utils.files import atomic_write_text
 
 # The widest an exported view may be drawn (columns beyond it are left out, as on a terminal).
 EXPORT_MAX_WIDTH = 1000
@@ -23,9 +24,9 @@ def thresholds_from(max_norm: float | None = None, min_norm: float | None = None
                       min_ratio=defaults.min_ratio if min_ratio is None else min_ratio)
 
 
-def export_view(view: RenderableType, path: str, title: str) -> None:
-    """Render ``view`` off-screen and write it as SVG or HTML (chosen by the file suffix), as wide
-    as its content needs so that every column is shown with nothing cut."""
+def export_view(view: RenderableType, path: str | Path, title: str) -> None:
+    """Render ``view`` off-screen and write it atomically as SVG or HTML (chosen by the file
+    suffix), as wide as its content needs so that every column is shown with nothing cut."""
     from rich.measure import Measurement
 
     probe = Console(width=EXPORT_MAX_WIDTH, file=io.StringIO())
@@ -33,10 +34,8 @@ def export_view(view: RenderableType, path: str, title: str) -> None:
     console = Console(record=True, width=max(width, 20), file=io.StringIO(), force_terminal=True,
                       color_system="truecolor")
     console.print(view)
-    if Path(path).suffix.lower() == ".svg":
-        console.save_svg(path, title=title)
-    else:
-        console.save_html(path)
+    text = console.export_svg(title=title) if Path(path).suffix.lower() == ".svg" else console.export_html()
+    atomic_write_text(path, text)
 
 
 def quiet_numpy() -> contextlib.AbstractContextManager:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gradscope.engines import Engine
 from gradscope.errors import ModelError
 from gradscope.loading import Batch, Workload
 from gradscope.monitor.analysis import (Thresholds, Waiver, apply_waivers, gradient_findings, has_errors,
@@ -18,7 +19,7 @@ from gradscope.monitor.diagnose import NormalizationInputs, loss_warnings
 from gradscope.monitor.inspect import data_findings, locate_graph_cuts
 from gradscope.monitor.records import CHECK_FINDINGS, CheckReport, CheckResult, Finding, ParameterRecord
 from gradscope.monitor.snapshot import Snapshot
-from gradscope.monitor.stats import module_of, parameter_records, to_numpy
+from gradscope.monitor.stats import module_of, parameter_records
 
 _STRUCTURAL = ("no_grad", "dead")
 
@@ -63,12 +64,13 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
     """
     report = progress or _no_progress
     model = workload.model
+    engine = workload.engine
     optimizer = workload.make_optimizer(options.lr)
-    initial = Snapshot.capture(0, model, optimizer, None)
+    initial = Snapshot.capture(0, model, optimizer, None, engine=engine)
     per_step: list[list[Finding]] = []
     unchanged: list[Finding] = []
     broadcast: list[Finding] = []
-    normalization = NormalizationInputs(model)
+    normalization = NormalizationInputs(model, engine)
     for step in range(options.steps):
         report("gradient checks", step, options.steps)
         batch = workload.batch(step)
@@ -77,13 +79,14 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
             loss = workload.loss(batch)
         broadcast = broadcast or loss_broadcast_findings(messages)
         workload.backward(loss)
-        records = parameter_records(model)
-        per_step.append(data_findings(float(loss.item()), batch, step)
+        records = parameter_records(model, engine)
+        per_step.append(data_findings(float(loss.item()), batch, step, engine)
                         + gradient_findings(records, options.thresholds))
-        before = {name: np.array(to_numpy(p)) for name, p in model.named_parameters()} if step == 0 else None
+        before = {name: np.array(engine.to_numpy(p)) for name, p in model.named_parameters()} if step == 0 \
+            else None
         optimizer.step()
         if before is not None:
-            unchanged = _unchanged(model, records, before)
+            unchanged = _unchanged(workload, records, before)
         if any(f.check == "nonfinite" for f in per_step[-1]):
             break
     findings = zero_by_construction(broadcast + _combine(per_step) + unchanged, normalization.followed_by)
@@ -92,9 +95,9 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
         findings = locate_graph_cuts(workload, workload.batch(0), findings)
     findings, waived = apply_waivers(findings, options.waivers)
     findings = list(findings)
-    results = [_result(name, findings) for name in ("loss_shapes_match", "finite", "gradients_reach_parameters",
-                                                     "no_dead_parameters", "no_vanishing_gradients",
-                                                     "no_exploding_gradients", "parameters_update")]
+    results = [_result(name, findings) if per_step else CheckResult(name, "fail", "no training step ran (steps < 1)")
+               for name in ("loss_shapes_match", "finite", "gradients_reach_parameters", "no_dead_parameters",
+                            "no_vanishing_gradients", "no_exploding_gradients", "parameters_update")]
     if options.overfit:
         initial.restore(model, optimizer)
         overfit = _overfit(workload, optimizer, options.steps, report)
@@ -177,13 +180,14 @@ _FAIL_MESSAGES = {
 }
 
 
-def _unchanged(model: Any, records: tuple[ParameterRecord, ...], before: dict[str, np.ndarray]) -> list[Finding]:
+def _unchanged(workload: Workload, records: tuple[ParameterRecord, ...],
+               before: dict[str, np.ndarray]) -> list[Finding]:
     findings = []
-    current = dict(model.named_parameters())
+    current = dict(workload.model.named_parameters())
     for record in records:
         if not record.has_grad or not record.grad_norm or not math.isfinite(record.grad_norm):
             continue
-        if np.array_equal(to_numpy(current[record.name]), before[record.name]):
+        if np.array_equal(workload.engine.to_numpy(current[record.name]), before[record.name]):
             findings.append(Finding(
                 check="unchanged", severity="error", module=record.module, parameter=record.name,
                 value=record.grad_norm,
@@ -214,16 +218,15 @@ def _overfit(workload: Workload, optimizer: Any, steps: int, progress: Progress)
 def _gradcheck(workload: Workload, samples: int, progress: Progress, eps: float = 1e-6, atol: float = 1e-5,
                rtol: float = 1e-3) -> list[Finding]:
     """Central differences on a float64 copy, for ``samples`` random entries of each parameter."""
-    import gradscope as gs
-
+    engine = workload.engine
     model64 = copy.deepcopy(workload.model).double()
     work64 = dataclasses.replace(workload, model=model64)
     batch = workload.batch(0)
     batch64 = Batch(inputs=_double(batch.inputs), targets=_double(batch.targets), raw=_double(batch.raw))
-    rng_state = gs.get_rng_state()
+    rng_state = engine.get_rng_state()
 
     def loss_value() -> Any:
-        gs.set_rng_state(rng_state)
+        engine.set_rng_state(rng_state)
         with loss_warnings():  # a broadcasting loss is already a finding
             return work64.loss(batch64)
 
@@ -234,10 +237,10 @@ def _gradcheck(workload: Workload, samples: int, progress: Progress, eps: float 
     checked = [(name, p) for name, p in model64.named_parameters() if p.requires_grad and p.grad is not None]
     for done, (name, parameter) in enumerate(checked):
         progress("gradcheck (finite differences)", done, len(checked))
-        values = to_numpy(parameter).reshape(-1)
-        analytic = to_numpy(parameter.grad).reshape(-1)
+        values = engine.to_numpy(parameter).reshape(-1)
+        analytic = engine.to_numpy(parameter.grad).reshape(-1)
         for index in chooser.choice(values.size, size=min(samples, values.size), replace=False):
-            numeric = _central_difference(parameter, int(index), eps, loss_value)
+            numeric = _central_difference(engine, parameter, int(index), eps, loss_value)
             error = abs(float(analytic[index]) - numeric)
             limit = atol + rtol * abs(numeric)
             if not error <= limit:
@@ -250,23 +253,20 @@ def _gradcheck(workload: Workload, samples: int, progress: Progress, eps: float 
     return findings
 
 
-def _central_difference(parameter: Any, index: int, eps: float, loss_value: Any) -> float:
-    original = float(to_numpy(parameter).reshape(-1)[index])
+def _central_difference(engine: Engine, parameter: Any, index: int, eps: float, loss_value: Any) -> float:
+    original = float(engine.to_numpy(parameter).reshape(-1)[index])
     results = []
     for shifted in (original + eps, original - eps):
-        _set_entry(parameter, index, shifted)
+        _set_entry(engine, parameter, index, shifted)
         results.append(float(loss_value().item()))
-    _set_entry(parameter, index, original)
+    _set_entry(engine, parameter, index, original)
     return (results[0] - results[1]) / (2 * eps)
 
 
-def _set_entry(parameter: Any, index: int, value: float) -> None:
-    import gradscope as gs
-
-    values = np.array(to_numpy(parameter))
+def _set_entry(engine: Engine, parameter: Any, index: int, value: float) -> None:
+    values = np.array(engine.to_numpy(parameter))
     values.reshape(-1)[index] = value
-    with gs.no_grad():
-        parameter.copy_(gs.tensor(values))
+    engine.copy_into(parameter, values)
 
 
 def _double(value: Any) -> Any:

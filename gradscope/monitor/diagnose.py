@@ -9,7 +9,8 @@
 * :func:`preserved`: buffers and random state put back after a diagnostic re-run.
 * :class:`DivergenceTracker`: the first loss jump by orders of magnitude, and the update before it.
 
-Everything goes through the public module hook API and ``detach().numpy()``.
+Everything goes through the engine adapter (global module hooks, tensors to numpy), so the same
+diagnoses run on gradscope's engine and on torch.
 """
 from __future__ import annotations
 
@@ -24,11 +25,10 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from gradscope.engines import Engine
 from gradscope.monitor.analysis import diverged
 from gradscope.monitor.monitors import _HookOwner
 from gradscope.monitor.records import Divergence, StepRecord
-from gradscope.monitor.stats import tensors_in, to_numpy
-from gradscope.nn.modules import module as module_hooks
 
 # The start of the warning PyTorch's (and gradscope's) losses give when input and target broadcast.
 BROADCAST_WARNING = "Using a target size"
@@ -50,14 +50,15 @@ class NormalizationInputs(_HookOwner):
         followed_by: module path -> (path, type name) of the normalisation layer after it.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, engine: Engine) -> None:
         super().__init__()
+        self._engine = engine
         self._names = {id(module): name for name, module in model.named_modules()}
         self._producers: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
         self.followed_by: dict[str, tuple[str, str]] = {}
 
     def _attach(self) -> None:
-        self._handles.append(module_hooks.register_module_forward_hook(self._on_forward))
+        self._handles.append(self._engine.register_module_forward_hook(self._on_forward))
 
     def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
         name = self._names.get(id(module))
@@ -65,11 +66,12 @@ class NormalizationInputs(_HookOwner):
             return
         kind = type(module).__name__
         if kind in NORMALIZATION_TYPES and args and (not kind.startswith("BatchNorm") or module.training):
-            producer = self._producers.get(_buffer(args[0])) if hasattr(args[0], "shape") else None
+            producer = self._producers.get(self._engine.storage_key(args[0])) \
+                if self._engine.is_tensor(args[0]) else None
             if producer is not None:
                 self.followed_by.setdefault(producer[1], (name, kind))
-        if getattr(module, "bias", None) is not None and hasattr(output, "shape"):
-            self._producers[_buffer(output)] = (output, name)
+        if getattr(module, "bias", None) is not None and self._engine.is_tensor(output):
+            self._producers[self._engine.storage_key(output)] = (output, name)
 
     def close(self) -> None:
         self._producers.clear()
@@ -90,8 +92,9 @@ class GraphCuts(_HookOwner):
         cuts: module path -> ``file:line`` where its output was cut from the graph.
     """
 
-    def __init__(self, model: Any, source_file: Path | None) -> None:
+    def __init__(self, model: Any, source_file: Path | None, engine: Engine) -> None:
         super().__init__()
+        self._engine = engine
         self._names = {id(module): name for name, module in model.named_modules()}
         self._source_file = str(source_file) if source_file is not None else None
         self._outputs: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
@@ -101,7 +104,7 @@ class GraphCuts(_HookOwner):
         self.cuts: dict[str, str] = {}
 
     def _attach(self) -> None:
-        self._handles.append(module_hooks.register_module_forward_hook(self._on_forward))
+        self._handles.append(self._engine.register_module_forward_hook(self._on_forward))
         if self._source_file is not None:
             self._previous_trace = sys.gettrace()
             sys.settrace(self._trace_call)
@@ -119,9 +122,9 @@ class GraphCuts(_HookOwner):
         if name not in self.called:
             self.called.append(name)
         trainable = any(p.requires_grad for p in module.parameters())
-        for tensor in tensors_in(output):
+        for tensor in self._engine.tensors_in(output):
             if tensor.requires_grad:
-                self._outputs[_buffer(tensor)] = (tensor, name)
+                self._outputs[self._engine.storage_key(tensor)] = (tensor, name)
             elif trainable and getattr(tensor, "is_floating_point", lambda: False)():
                 site = self._call_site()
                 if site is not None:
@@ -153,18 +156,12 @@ class GraphCuts(_HookOwner):
         return self._trace_line
 
     def _look_for_cut(self, value: Any, filename: str, line: int) -> None:
-        for tensor in tensors_in(value):
+        for tensor in self._engine.tensors_in(value):
             if getattr(tensor, "requires_grad", True):
                 continue
-            known = self._outputs.get(_buffer(tensor))
+            known = self._outputs.get(self._engine.storage_key(tensor))
             if known is not None and known[1] not in self.cuts:
                 self.cuts[known[1]] = relative_source(filename, line)
-
-
-def _buffer(tensor: Any) -> tuple[int, int, tuple]:
-    """Where a tensor's values live: (address, bytes, shape); aliases and detached copies share it."""
-    array = to_numpy(tensor)
-    return array.__array_interface__["data"][0], array.nbytes, array.shape
 
 
 def relative_source(filename: str, line: int) -> str:
@@ -193,27 +190,25 @@ def loss_warnings() -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def preserved(model: Any) -> Iterator[None]:
+def preserved(model: Any, engine: Engine) -> Iterator[None]:
     """Put the model's buffers (e.g. BatchNorm running statistics) and the random generator
     back as they were when the block exits, so a diagnostic re-run leaves no trace."""
-    import gradscope as gs
-
-    buffers = {name: to_numpy(buffer).copy() for name, buffer in model.named_buffers()}
-    rng_state = gs.get_rng_state()
+    buffers = {name: engine.clone(buffer) for name, buffer in model.named_buffers()}
+    rng_state = engine.get_rng_state()
     try:
         yield
     finally:
-        with gs.no_grad():
-            for name, buffer in model.named_buffers():
-                if name in buffers:
-                    buffer.copy_(gs.tensor(buffers[name]))
-        gs.set_rng_state(rng_state)
+        for name, buffer in model.named_buffers():
+            if name in buffers:
+                engine.copy_into(buffer, buffers[name])
+        engine.set_rng_state(rng_state)
 
 
 class DivergenceTracker:
     """Notice the first step whose loss is orders of magnitude above the previous step's, and
     measure the update in between: ``|p_k - p_(k-1)| / |p_(k-1)|`` per parameter, from copies of
-    the parameters taken at the start of each step (a replay snapshot's copies when there is one).
+    the parameters taken at the start of each step (on the parameters' device; a replay snapshot's
+    copies when there is one). Only when the loss jumps are the copies read on the host.
 
     Call :meth:`start` before each training step and :meth:`finish` with its record.
 
@@ -221,15 +216,16 @@ class DivergenceTracker:
         divergence: the first divergence, or None.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
         self.divergence: Divergence | None = None
-        self._previous: tuple[StepRecord, dict[str, np.ndarray]] | None = None
-        self._current: dict[str, np.ndarray] = {}
+        self._previous: tuple[StepRecord, dict[str, Any]] | None = None
+        self._current: dict[str, Any] = {}
 
-    def start(self, parameters: list[tuple[str, Any]], copies: dict[str, np.ndarray] | None = None) -> None:
+    def start(self, parameters: list[tuple[str, Any]], copies: dict[str, Any] | None = None) -> None:
         """Remember the parameters as the step starts (``copies``: already taken ones)."""
         if self.divergence is None:
-            self._current = copies if copies is not None else {name: np.array(to_numpy(p))
+            self._current = copies if copies is not None else {name: self._engine.clone(p)
                                                                for name, p in parameters}
 
     def finish(self, record: StepRecord) -> None:
@@ -241,11 +237,16 @@ class DivergenceTracker:
             ratios = []
             for name, now in self._current.items():
                 if name in before:
-                    scale = float(np.linalg.norm(before[name].astype(np.float64).reshape(-1)))
-                    change = float(np.linalg.norm((now.astype(np.float64) - before[name]).reshape(-1)))
+                    old, new = self._host(before[name]), self._host(now)
+                    scale = float(np.linalg.norm(old.reshape(-1)))
+                    change = float(np.linalg.norm((new - old).reshape(-1)))
                     ratios.append((name, change / scale if scale > 0 else math.inf if change else 0.0))
             earlier = dict(previous.layer_norms)
             zeroed = tuple(name for name, norm in record.layer_norms if norm == 0 and earlier.get(name))
             self.divergence = Divergence(step=record.step, loss_before=previous.loss, loss_after=record.loss,
                                          update_ratios=tuple(ratios), zeroed_layers=zeroed)
         self._previous = (record, self._current)
+
+    def _host(self, value: Any) -> np.ndarray:
+        array = value if isinstance(value, np.ndarray) else self._engine.to_numpy(value)
+        return np.asarray(array, dtype=np.float64)

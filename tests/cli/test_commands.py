@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -117,7 +119,7 @@ def test_watch_healthy_runs_all_steps(gradscope, name, tmp_path):
     assert data["bundle"] is None
     assert [h["step"] for h in data["history"]] == [0, 1, 2]
     assert all(set(h) == {"step", "loss", "total_grad_norm"} for h in data["history"])
-    assert not (tmp_path / "gradscope-replay.npz").exists()
+    assert not (tmp_path / ".gradscope").exists()
 
 
 def test_watch_nan_forward_later_step(gradscope, tmp_path):
@@ -130,7 +132,8 @@ def test_watch_nan_forward_later_step(gradscope, tmp_path):
     assert origin["node"] == "LogBackward0" and origin["kind"] == "nan"
     line = _line_of(sample("nan_forward"), "return gs.log(")
     assert origin["source"].endswith(f"nan_forward.py:{line}")
-    assert data["bundle"] == "gradscope-replay.npz" and (tmp_path / "gradscope-replay.npz").exists()
+    assert data["bundle"] == ".gradscope/replay.npz" and (tmp_path / ".gradscope" / "replay.npz").exists()
+    assert (tmp_path / ".gradscope" / ".gitignore").read_text().splitlines()[-1] == "*"
 
 
 def test_watch_nan_backward(gradscope):
@@ -187,10 +190,10 @@ def test_watch_ctrl_c_prints_summary_and_exits_130(gradscope, monkeypatch):
 
     original = watch_module.Watcher._train_step
 
-    def interrupt_at_step_2(self, step, batch, parameters):
+    def interrupt_at_step_2(self, step, batch, parameters, **options):
         if step == 2:
-            raise KeyboardInterrupt
-        return original(self, step, batch, parameters)
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, step, batch, parameters, **options)
 
     monkeypatch.setattr(watch_module.Watcher, "_train_step", interrupt_at_step_2)
     result = gradscope("watch", sample("mlp"), "--steps", "10", "--format", "json", code=130)
@@ -322,10 +325,10 @@ def test_check_reads_pyproject_and_flags_win(gradscope, tmp_path):
     gradscope.json("check", sample("mlp"), "--max-norm", "1000", code=0)
     (tmp_path / "pyproject.toml").write_text("[tool.gradscope]\nmax_nrom = 1\n")
     result = gradscope("check", sample("mlp"), code=2)
-    assert "unknown key 'max_nrom'" in result.stderr and "pyproject.toml" in result.stderr
+    assert "pyproject.toml: tool.gradscope: unknown key 'max_nrom'" in result.stderr
     (tmp_path / "pyproject.toml").write_text("[tool.gradscope]\nsteps = 'many'\n")
     result = gradscope("check", sample("mlp"), code=2)
-    assert "steps must be a int" in result.stderr or "steps must be an int" in result.stderr
+    assert "pyproject.toml: tool.gradscope.steps: expected a whole number >= 1, got 'many'" in result.stderr
 
 
 def test_check_table(gradscope):
