@@ -51,9 +51,8 @@ class NormalizationInputs(_HookOwner):
     """
 
     def __init__(self, model: Any, engine: Engine) -> None:
-        super().__init__()
-        self._engine = engine
-        self._names = {id(module): name for name, module in model.named_modules()}
+        super().__init__(model, engine)
+        self._engine = self.engine
         self._producers: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
         self.followed_by: dict[str, tuple[str, str]] = {}
 
@@ -93,9 +92,8 @@ class GraphCuts(_HookOwner):
     """
 
     def __init__(self, model: Any, source_file: Path | None, engine: Engine) -> None:
-        super().__init__()
-        self._engine = engine
-        self._names = {id(module): name for name, module in model.named_modules()}
+        super().__init__(model, engine)
+        self._engine = self.engine
         self._source_file = str(source_file) if source_file is not None else None
         self._outputs: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
         self._last_line: dict[int, int] = {}
