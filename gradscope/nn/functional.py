@@ -673,27 +673,26 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise every (sample, channel) plane on its own; running statistics average over the batch.
 
-    Computed as PyTorch does: a batch norm of the input viewed as (1, N * C, *) with the
-    per-channel parameters and statistics repeated N times.
+    With input statistics this is a group norm with one group per channel; the running
+    statistics move towards the batch average of the per-instance mean and unbiased variance,
+    as PyTorch's repeated batch norm does. Without them it is an eval-mode batch norm.
     """
-    sizes = input.numpy(force=True).shape
-    if use_input_stats:
-        spatial = int(np.prod(sizes[2:])) if len(sizes) > 2 else 1
-        if spatial <= 1:
-            raise ValueError(f"Expected more than 1 spatial element when training, got input size "
-                             f"gradscope.Size({list(sizes)})")
-    batch, channels = sizes[0], sizes[1]
-    repeated = [None if t is None else shape.repeat(t, batch) for t in (running_mean, running_var, weight, bias)]
-    if use_input_stats and repeated[0] is not None:
-        repeated[0], repeated[1] = shape.clone(repeated[0]), shape.clone(repeated[1])
-    flat = shape.reshape(input, (1, batch * channels) + tuple(sizes[2:]))
-    out = nn_ops.batch_norm(flat, repeated[0], repeated[1], repeated[2], repeated[3], use_input_stats, momentum, eps)
-    if use_input_stats:
-        with grad_mode.no_grad():
-            for buffer, stats in ((running_mean, repeated[0]), (running_var, repeated[1])):
-                if buffer is not None:
-                    inplace.copy_(buffer, reductions.mean(shape.reshape(stats, (batch, channels)), 0))
-    return shape.reshape(out, tuple(sizes))
+    data = input.numpy(force=True)
+    if not use_input_stats:
+        return nn_ops.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    spatial = int(np.prod(data.shape[2:])) if data.ndim > 2 else 1
+    if spatial <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"gradscope.Size({list(data.shape)})")
+    out = nn_ops.group_norm(input, data.shape[1], weight, bias, eps)
+    axes = tuple(range(2, data.ndim))
+    for buffer, statistic in ((running_mean, lambda: data.mean(axis=axes)),
+                              (running_var, lambda: data.var(axis=axes, ddof=1))):
+        if buffer is not None:
+            stored = buffer.numpy(force=True)
+            stored[...] = (1 - momentum) * stored + momentum * statistic().mean(axis=0).astype(stored.dtype)
+            buffer._bump_version()
+    return out
 
 
 def rms_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,

@@ -202,3 +202,30 @@ def test_layer_gradcheck_float64(case: LayerCase) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert gradcheck_module(module, case.call, inputs)
+
+
+def test_dropout2d_accepts_3d_and_other_ranks_with_torchs_warnings() -> None:
+    torch = pytest.importorskip("torch")
+    for lib in (gs, torch):
+        lib.manual_seed(0)
+        x = lib.ones(4, 6, 50)
+        with pytest.warns(UserWarning, match="Received a 3D input to dropout2d"):
+            out = lib.nn.Dropout2d(0.5)(x)
+        kept = out.detach().numpy()
+        assert set(np.unique(kept)) <= {0.0, 2.0}
+        assert np.all(kept.min(axis=2) == kept.max(axis=2))  # whole (sample, channel) rows dropped
+        with pytest.warns(UserWarning, match="Received a 2-D input to dropout2d"):
+            lib.nn.functional.dropout2d(lib.ones(3, 4))
+
+
+def test_interpolate_argument_errors_match_torch() -> None:
+    torch = pytest.importorskip("torch")
+    for lib in (gs, torch):
+        F_ = lib.nn.functional
+        x = lib.ones(1, 2, 3, 3)
+        with pytest.raises(ValueError, match="only one of size or scale_factor should be defined"):
+            F_.interpolate(x, size=4, scale_factor=2)
+        with pytest.raises(ValueError, match="either size or scale_factor should be defined"):
+            F_.interpolate(x)
+        with pytest.raises(ValueError, match="align_corners option can only be set"):
+            F_.interpolate(x, scale_factor=2, align_corners=True)
