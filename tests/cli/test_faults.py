@@ -622,6 +622,16 @@ def test_negative_seed_is_the_same_as_torch(gradscope, tmp_path):
     first = torch.randn(3)
     torch.manual_seed(2 ** 64 - 1)
     assert torch.equal(first, torch.randn(3))
+    import gradscope as gs
+
+    torch.manual_seed(-1)
+    gs.manual_seed(-1)
+    assert gs.initial_seed() == torch.initial_seed() == 2 ** 64 - 1
+    for seed in (2 ** 64, -2 ** 63 - 1):
+        with pytest.raises(ValueError):
+            gs.manual_seed(seed)
+        with pytest.raises((ValueError, RuntimeError)):
+            torch.manual_seed(seed)
 
 
 def test_seed_taken_by_every_model_command(gradscope, tmp_path):
