@@ -74,7 +74,11 @@ class Snapshot:
         _copy_into("buffer", dict(model.named_buffers()), self.buffers)
         model.zero_grad(set_to_none=True)
         if optimizer is not None:
-            optimizer.load_state_dict(_decode(self.optimizer_state, self.optimizer_arrays))
+            try:
+                optimizer.load_state_dict(_decode(self.optimizer_state, self.optimizer_arrays))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise BundleError(f"the bundle's optimizer state does not fit the model's optimizer "
+                                  f"({type(optimizer).__name__}): {exc}") from exc
         gs.set_rng_state(gs.tensor(self.rng_state))
         return _decode(self.batch, self.batch_arrays)
 
