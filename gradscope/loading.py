@@ -8,6 +8,9 @@ The convention (see the README):
 * ``loss_fn(output, targets)`` returning a scalar tensor, or ``compute_loss(model, batch)``;
 * optionally ``make_optimizer(parameters)``; otherwise SGD with the given learning rate.
 
+The file may use gradscope (``import gradscope as gs; from gradscope import nn``) or PyTorch
+(``import torch; from torch import nn``); the model's class decides which engine runs it.
+
 Everything here raises :class:`ModelError` subclasses whose one-line message names the file, so the
 CLI can print it and exit with code 3.
 """
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from gradscope.engines import Engine, EngineError, engine_of, get_engine, select_engine
 from gradscope.errors import ModelError
 from gradscope.utils.usercode import describe_raise, passes_through
 
@@ -72,6 +76,7 @@ class Workload:
         optimizer_fn: ``make_optimizer(parameters) -> optimizer``; SGD when None.
         path: the model file (for source lines), or None.
         name: how messages name the workload (the path as the user typed it); defaults to ``path``.
+        engine: the engine adapter that runs ``model``; found from the model when None.
     """
 
     model: Any
@@ -81,7 +86,15 @@ class Workload:
     optimizer_fn: Callable[[Any], Any] | None = None
     path: Path | None = None
     name: str | None = None
+    engine: Engine | None = None
     _module_lines: dict[str, int] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.engine is None and self.model is not None:
+            self.engine = engine_of(self.model)
+            if self.engine is None or not self.engine.is_module(self.model):
+                raise ModelFileError(f"{self.label}: the model is {_describe(self.model)}; "
+                                     "expected an nn.Module instance (gradscope or torch)")
 
     @property
     def label(self) -> str:
@@ -120,15 +133,13 @@ class Workload:
         self._call_user("backward", loss.backward)
 
     def make_optimizer(self, lr: float) -> Any:
-        """The user's ``make_optimizer(parameters)``, or ``gs.optim.SGD(parameters, lr=lr)``.
+        """The user's ``make_optimizer(parameters)``, or the engine's ``optim.SGD(parameters, lr=lr)``.
 
         ``make_optimizer`` may return ``(optimizer, scheduler)``: the scheduler then steps right
         after every optimizer step.
         """
         if self.optimizer_fn is None:
-            from gradscope import optim
-
-            return optim.SGD(self.model.parameters(), lr=lr)
+            return self.engine.sgd(self.model.parameters(), lr=lr)
         optimizer = self._call_user("make_optimizer(parameters)", self.optimizer_fn, self.model.parameters())
         if isinstance(optimizer, tuple) and len(optimizer) == 2:
             optimizer = self._with_scheduler(*optimizer)
@@ -184,9 +195,7 @@ class Workload:
         return optimizer
 
     def _check_loss(self, value: Any, source: str) -> Any:
-        from gradscope.autograd.tensor import Tensor
-
-        if not isinstance(value, Tensor):
+        if not self.engine.is_tensor(value):
             raise ModelFileError(f"{self.label}: {source} returned {_describe(value)}; expected a scalar tensor")
         if value.numel() != 1:
             raise ModelFileError(f"{self.label}: {source} returned a tensor of shape {tuple(value.shape)}; "
@@ -221,17 +230,23 @@ class Workload:
         return message
 
 
-def load_model_file(path: str | Path, seed: int = 0) -> Workload:
+def load_model_file(path: str | Path, seed: int = 0, engine: str | None = None) -> Workload:
     """Execute a model file and return its :class:`Workload`.
 
-    ``gs.manual_seed(seed)`` is called first so the initial weights are reproducible.
+    The random generators are seeded with ``seed`` first so the initial weights are
+    reproducible: gradscope's, and torch's when the file imports torch or ``engine`` is
+    ``"torch"``.
+
+    Args:
+        path: the model file.
+        seed: the seed.
+        engine: ``"gradscope"`` or ``"torch"`` to require that engine; None: the model's own.
 
     Raises:
-        ModelFileError: the file is missing, has a syntax error, or breaks the convention.
+        ModelFileError: the file is missing, has a syntax error, breaks the convention, or its
+            model belongs to another engine than ``engine``.
         UserCodeError: the file's code raised while running.
     """
-    import gradscope as gs
-
     file = Path(path)
     label = str(path)
     if not file.exists():
@@ -255,12 +270,21 @@ def load_model_file(path: str | Path, seed: int = 0) -> Workload:
     directory = str(resolved.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    gs.manual_seed(seed)
+    try:
+        get_engine("gradscope").manual_seed(seed)
+        if engine == "torch" or _imports_torch(code):
+            get_engine("torch").manual_seed(seed)
+    except EngineError as exc:
+        raise ModelFileError(f"{label}: {exc}") from exc
     workload = Workload(model=None, batch_fn=_no_batch, path=resolved, name=label)
     # running the user's model file is the point
     workload._call_user("running the model file", exec, code, module.__dict__)  # noqa: S102
     namespace = module.__dict__
     workload.model = _find_model(workload, namespace, label)
+    try:
+        workload.engine = select_engine(workload.model, engine)
+    except EngineError as exc:
+        raise ModelFileError(f"{label}: {exc}") from exc
     workload.batch_fn = _find_batch(namespace, label)
     workload.loss_fn, workload.compute_loss = _find_loss(namespace, label)
     make_optimizer = namespace.get("make_optimizer")
@@ -321,9 +345,14 @@ def _no_batch(step: int) -> Any:
 
 # ---------------------------------------------------------------------- small helpers
 def _is_module(value: Any) -> bool:
-    from gradscope.nn import Module
+    engine = engine_of(value)
+    return engine is not None and engine.is_module(value)
 
-    return isinstance(value, Module)
+
+def _imports_torch(code: types.CodeType) -> bool:
+    """Whether compiled module code imports torch (``import torch``, ``from torch import nn``)."""
+    return any(name == "torch" or name.startswith("torch.") for name in code.co_names) or any(
+        isinstance(const, types.CodeType) and _imports_torch(const) for const in code.co_consts)
 
 
 def _describe(value: Any) -> str:

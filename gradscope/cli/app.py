@@ -89,7 +89,7 @@ class App:
         if self._err is None:
             from rich.console import Console
 
-            self._err = Console(file=click.get_text_stream("stderr"), highlight=False, soft_wrap=True)
+            self._err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         return self._err
 
     @property

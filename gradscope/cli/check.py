@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from gradscope.cli.app import ExitCode
+from gradscope.cli.waivers import ignore_option
 from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
 from gradscope.cli.settings import option
 
@@ -22,6 +23,7 @@ from gradscope.cli.settings import option
         secondary="--no-gradcheck")
 @option("lr", "Learning rate of the default SGD optimizer.", default=0.01)
 @format_option("table", "json", "junit", "github")
+@ignore_option
 @seed_option
 @debug_option
 @click.pass_context
@@ -33,26 +35,29 @@ def check(ctx: click.Context, **_: Any) -> None:
     or exploding gradient norms; the optimizer step changes the parameters; with --overfit, the
     loss goes down on one batch; with --gradcheck, gradients match finite differences.
     Defaults come from [tool.gradscope] in the nearest pyproject.toml (any option, plus
-    min_ratio and model); flags win.
+    min_ratio and model); flags win. --ignore GLOB[:KIND] accepts findings (e.g.
+    conv1.bias:vanishing); a bias that only feeds a BatchNorm is a note, not a failure.
 
     \b
     Examples:
       gradscope check sample_models/mlp.py --overfit
       gradscope check model.py --max-norm 100 --format junit > gradscope-junit.xml
       gradscope check model.py --format github   # annotations in GitHub Actions
+      gradscope check model.py --ignore 'encoder.*:no_grad' 
     """
-    from gradscope.cli.common import quiet_numpy, thresholds_from
+    from gradscope.cli.common import progress_on_terminal, quiet_numpy, thresholds_from
     from gradscope.cli.startup import start
+    from gradscope.cli.waivers import read_waivers
     from gradscope.monitor.check import CheckOptions, check_model
 
     run = start(ctx, config_only=["min_ratio"])
     thresholds = thresholds_from(max_norm=run["max_norm"], min_norm=run["min_norm"], min_ratio=run["min_ratio"])
     options = CheckOptions(steps=run["steps"], lr=run["lr"], thresholds=thresholds, overfit=run["overfit"],
-                           gradcheck=run["gradcheck"])
+                           gradcheck=run["gradcheck"], waivers=read_waivers(run))
     workload = run.load_model()
-    with quiet_numpy():
-        report = check_model(workload, options)
     app = run.app
+    with quiet_numpy(), progress_on_terminal(app.err) as progress:
+        report = check_model(workload, options, progress=progress)
     output_format = ctx.params["output_format"]
     if output_format == "json":
         from gradscope.render.data import check_to_dict

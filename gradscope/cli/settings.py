@@ -222,6 +222,8 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("log", Text(), path=True),
     Setting("bundle", Text(), path=True),
     Setting("save", Text(), path=True),
+    Setting("ignore", TextList()),
+    Setting("layers", TextList()),
 )}
 
 

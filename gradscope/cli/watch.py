@@ -7,9 +7,11 @@ from typing import Any
 import click
 
 from gradscope.cli.app import App, ExitCode
+from gradscope.cli.waivers import ignore_option
 from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
 from gradscope.cli.settings import option
 from gradscope.cli.startup import DEFAULT_BUNDLE
+from gradscope.cli.view_options import layers_option
 
 
 @click.command("watch")
@@ -22,14 +24,18 @@ from gradscope.cli.startup import DEFAULT_BUNDLE
 @option("log", "Append one JSON record per step to this file (flushed every step).")
 @option("bundle", "Where --nan/--inf write the replay bundle of the failing step.",
         default=DEFAULT_BUNDLE)
+@layers_option
 @format_option("table", "json")
+@ignore_option
 @seed_option
 @debug_option
 @click.pass_context
 def watch(ctx: click.Context, **_: Any) -> None:
     """Train MODEL for N steps, showing loss, total and per-layer gradient norms each step.
 
-    On a terminal the table updates live; when stdout is piped, one line per step. With --nan
+    On a terminal the view updates live: step k/N, elapsed time and an estimate of the rest, the
+    loss, and one row per layer (--layers GLOB chooses which); when stdout is piped, one line per
+    step. With --nan
     and/or --inf, training stops at the first non-finite value, and the failing step is run
     again with full instrumentation to report where it started: the step, the phase (forward,
     backward or update), the module, the autograd node and the line in the model file, and
@@ -42,18 +48,24 @@ def watch(ctx: click.Context, **_: Any) -> None:
       gradscope watch sample_models/mlp.py --steps 50
       gradscope watch sample_models/nan_forward.py --steps 10 --nan --log run.jsonl
       gradscope watch model.py --steps 200 --nan --inf --clip 1.0 --format json
+      gradscope watch model.py --steps 100 --layers 'encoder.layers.*' 
     """
     from gradscope.cli.common import quiet_numpy
     from gradscope.cli.startup import start
     from gradscope.monitor.watch import WatchOptions, Watcher
     from gradscope.utils.usercode import Terminated, passes_through
 
+    from gradscope.cli.waivers import read_waivers
+
     run = start(ctx)
     stop = run["nan"] or run["inf"]
     log = run.output("log")
     bundle = run.output("bundle") if stop else None
+    waivers = read_waivers(run)
+    layers = run["layers"] or ()
     workload = run.load_model()
-    options = WatchOptions(steps=run["steps"], lr=run["lr"], nan=run["nan"], inf=run["inf"], clip=run["clip"])
+    options = WatchOptions(steps=run["steps"], lr=run["lr"], nan=run["nan"], inf=run["inf"], clip=run["clip"],
+                           waivers=waivers)
     watcher = Watcher(workload, options)
     output_format = ctx.params["output_format"]
     interrupt: KeyboardInterrupt | None = None
@@ -61,7 +73,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
     try:
         with quiet_numpy():
             _run(run.app, watcher, writer, live=output_format == "table" and run.app.stdout_is_terminal,
-                 plain=output_format == "table")
+                 plain=output_format == "table", layers=layers)
     except KeyboardInterrupt as exc:
         if not passes_through(exc):
             raise
@@ -79,7 +91,9 @@ def watch(ctx: click.Context, **_: Any) -> None:
         signal = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
         run.app.err.print(f"{signal} after {report.steps_run} step(s)", style="yellow")
         run.app.exit(ExitCode.TERMINATED if isinstance(interrupt, Terminated) else ExitCode.INTERRUPTED)
-    run.exit(ExitCode.OK if report.status == "ok" else ExitCode.FINDINGS)
+    from gradscope.monitor.analysis import has_errors
+
+    run.exit(ExitCode.OK if report.status == "ok" and not has_errors(report.findings) else ExitCode.FINDINGS)
 
 
 class _LogWriter:
@@ -114,8 +128,9 @@ class _LogWriter:
             self.descriptor = None
 
 
-def _run(app: App, watcher: Any, log: _LogWriter, live: bool, plain: bool) -> None:
+def _run(app: App, watcher: Any, log: _LogWriter, live: bool, plain: bool, layers: tuple[str, ...]) -> None:
     import json
+    import time
 
     from gradscope.render.data import step_to_dict
     from gradscope.render.tables import watch_line, watch_table
@@ -123,18 +138,30 @@ def _run(app: App, watcher: Any, log: _LogWriter, live: bool, plain: bool) -> No
     def write_log(record: Any) -> None:
         log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
 
+    from gradscope.cli.common import progress_on_terminal
+
+    total = watcher.options.steps
+    started = time.monotonic()
     if live:
         from rich.live import Live
 
-        with Live(watch_table([]), console=app.out, refresh_per_second=8) as view:
+        with Live(watch_table([], total, 0.0, layers), console=app.out, refresh_per_second=8) as view:
+            def show_stage(stage: str, done: int, count: int) -> None:
+                view.update(watch_table(watcher.history, total, time.monotonic() - started, layers,
+                                        status=f"{stage} ({done + 1}/{count})"))
+
+            watcher.progress = show_stage
             for record in watcher.steps():
                 write_log(record)
-                view.update(watch_table(watcher.history))
+                view.update(watch_table(watcher.history, total, time.monotonic() - started, layers))
         return
-    for record in watcher.steps():
-        write_log(record)
-        if plain:
-            app.out.print(watch_line(record), markup=False, highlight=False, soft_wrap=True)
+    with progress_on_terminal(app.err) as progress:
+        watcher.progress = progress
+        for record in watcher.steps():
+            write_log(record)
+            if plain:
+                app.out.print(watch_line(record, app.out.width, layers), markup=False, highlight=False,
+                              soft_wrap=True)
 
 
 def _print_report(app: App, report: Any, output_format: str) -> None:

@@ -31,6 +31,7 @@ MAX_DEPTH = 64                  # nesting of the metadata's batch and optimizer 
 _NUMERIC_KINDS = "biuf"         # bool, signed and unsigned integers, floating point
 _PREFIXES = ("param/", "buffer/", "optim/", "batch/")
 _SPEC_KINDS = ("tensor", "array", "tuple", "list", "dict", "value")
+_TENSOR_FIELDS = ("requires_grad", "dtype", "device")   # beside "tensor": how to rebuild it
 
 
 def read_bundle(path: str | Path, label: str | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -158,7 +159,7 @@ def _check_meta(meta: dict[str, Any], arrays: dict[str, np.ndarray], name: str) 
     if not isinstance(meta["optimizer_state"].get("dict"), list):
         raise BundleError(f"{name}: meta optimizer_state is not a dict (an optimizer's state_dict())")
     for key in arrays:
-        if key != "rng" and not key.startswith(_PREFIXES):
+        if key != "rng" and not key.startswith(_PREFIXES + ("rng/",)):
             raise BundleError(f"{name}: unexpected member {key!r}")
     _check_rng(arrays.get("rng"), meta, name)
 
@@ -167,7 +168,7 @@ def _check_spec(spec: Any, arrays: dict[str, np.ndarray], name: str, where: str,
     if depth > MAX_DEPTH:
         raise BundleError(f"{name}: meta {where} is nested more than {MAX_DEPTH} levels deep")
     kinds = [kind for kind in _SPEC_KINDS if isinstance(spec, dict) and kind in spec]
-    extra = set(spec) - {*kinds, "requires_grad"} if isinstance(spec, dict) else set()
+    extra = set(spec) - {*kinds, *_TENSOR_FIELDS} if isinstance(spec, dict) else set()
     if len(kinds) != 1 or extra:
         raise BundleError(f"{name}: meta {where} holds {_show(spec, 60)}; expected one of "
                           f"{{{', '.join(_SPEC_KINDS)}}}")
@@ -179,6 +180,9 @@ def _check_spec(spec: Any, arrays: dict[str, np.ndarray], name: str, where: str,
             requires_grad = spec.get("requires_grad")
             if not isinstance(requires_grad, bool):
                 raise BundleError(f"{name}: meta {where} has requires_grad {_show(requires_grad)}; expected true/false")
+            for field in ("dtype", "device"):
+                if field in spec and not isinstance(spec[field], str):
+                    raise BundleError(f"{name}: meta {where} has {field} {_show(spec[field])}; expected a string")
             if requires_grad and arrays[value].dtype.kind != "f":
                 raise BundleError(f"{name}: meta {where}: {value} holds {arrays[value].dtype} values and cannot "
                                   "require grad")

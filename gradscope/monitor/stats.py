@@ -1,6 +1,7 @@
 """Numbers from tensors: norms, per-parameter gradient statistics, non-finite counts.
 
-Everything reads tensors through ``t.detach().numpy()``, the public API PyTorch shares.
+Tensors reach numpy through the engine adapter (``engine.to_numpy``); the functions on arrays
+here are the same for every engine.
 """
 from __future__ import annotations
 
@@ -9,28 +10,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from gradscope.engines import Engine, squared_norm
 from gradscope.monitor.records import ParameterRecord
 
+__all__ = ["module_of", "nonfinite_count", "nonfinite_kind", "parameter_record", "parameter_records",
+           "squared_norm", "total_norm"]
+
 _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Bilinear")
-
-
-def to_numpy(tensor: Any) -> np.ndarray:
-    """The tensor's values as a numpy array (no copy when possible)."""
-    return tensor.detach().numpy()
-
-
-def squared_norm(array: np.ndarray) -> float:
-    """Sum of squares, in float64 when float32 would overflow; NaN/Inf when the array holds them."""
-    flat = array.reshape(-1)
-    if flat.size == 0:
-        return 0.0
-    if flat.dtype.kind != "f":
-        flat = flat.astype(np.float64)
-    value = float(np.dot(flat, flat))
-    if not math.isfinite(value) and np.isfinite(flat).all():
-        flat64 = flat.astype(np.float64)
-        value = float(np.dot(flat64, flat64))
-    return value
 
 
 def nonfinite_count(array: np.ndarray) -> int:
@@ -51,59 +37,20 @@ def nonfinite_kind(array: np.ndarray) -> str | None:
     return None
 
 
-def tensors_in(value: Any) -> Iterable[Any]:
-    """The tensors in a value, looking one level into tuples, lists and dict values."""
-    if hasattr(value, "detach") and hasattr(value, "shape"):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            if hasattr(item, "detach") and hasattr(item, "shape"):
-                yield item
-    elif isinstance(value, dict):
-        for item in value.values():
-            if hasattr(item, "detach") and hasattr(item, "shape"):
-                yield item
-
-
-def norm_of(tensors: Iterable[Any]) -> tuple[float | None, int]:
-    """2-norm over several tensors (None entries skipped) and their non-finite count.
-
-    Returns ``(None, 0)`` when there is no tensor at all.
-    """
-    total = 0.0
-    bad = 0
-    seen = False
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        seen = True
-        array = to_numpy(tensor)
-        squared = squared_norm(array)
-        total += squared
-        if not math.isfinite(squared):
-            bad += nonfinite_count(array)
-    if not seen:
-        return None, 0
-    return math.sqrt(total) if not math.isnan(total) else math.nan, bad
-
-
 def module_of(parameter_name: str) -> str:
     """``"body.0.weight"`` -> ``"body.0"``; a parameter of the model itself -> ``""``."""
     return parameter_name.rpartition(".")[0]
 
 
-def parameter_record(name: str, module_type: str, parameter: Any) -> ParameterRecord:
-    """Gradient statistics of one parameter (after backward)."""
-    values = to_numpy(parameter)
+def parameter_record(name: str, module_type: str, values: np.ndarray, array: np.ndarray | None) -> ParameterRecord:
+    """Gradient statistics of one parameter from its values and its gradient (None: no gradient)."""
     param_norm = math.sqrt(squared_norm(values))
     shape = tuple(int(size) for size in values.shape)
-    grad = parameter.grad
-    if grad is None:
+    if array is None:
         return ParameterRecord(name=name, module=module_of(name), module_type=module_type, shape=shape,
                                has_grad=False, grad_norm=None, grad_mean=None, grad_std=None, grad_abs_max=None,
                                nonfinite=0, zero_fraction=None, dead_unit_fraction=None, param_norm=param_norm,
                                grad_to_param=None)
-    array = to_numpy(grad)
     squared = squared_norm(array)
     grad_norm = math.sqrt(squared)
     bad = nonfinite_count(array) if not math.isfinite(grad_norm) else 0
@@ -129,10 +76,12 @@ def parameter_record(name: str, module_type: str, parameter: Any) -> ParameterRe
                            param_norm=param_norm, grad_to_param=ratio)
 
 
-def parameter_records(model: Any) -> tuple[ParameterRecord, ...]:
+def parameter_records(model: Any, engine: Engine) -> tuple[ParameterRecord, ...]:
     """Statistics of every parameter of ``model`` that requires grad, in ``named_parameters`` order."""
     types = {name: type(module).__name__ for name, module in model.named_modules()}
-    return tuple(parameter_record(name, types.get(module_of(name), ""), parameter)
+    to_numpy = engine.to_numpy
+    return tuple(parameter_record(name, types.get(module_of(name), ""), to_numpy(parameter),
+                                  None if parameter.grad is None else to_numpy(parameter.grad))
                  for name, parameter in model.named_parameters() if parameter.requires_grad)
 
 

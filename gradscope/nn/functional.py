@@ -32,36 +32,36 @@ __all__ = [
 # ---------------------------------------------------------------- linear
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``. A 2-D input gives PyTorch's ``AddmmBackward0``/``MmBackward0`` node."""
-    if input.data.ndim == 2:
-        if weight.data.ndim != 2:
+    if input._data.ndim == 2:
+        if weight._data.ndim != 2:
             return arith.matmul(input, shape.t(weight))
         transposed = nn_ops.weight_t(weight)
         if bias is None:
             return arith.matmul(input, transposed)
         return nn_ops.addmm(bias, input, transposed)
-    if input.data.ndim == 1:
+    if input._data.ndim == 1:
         out = arith.matmul(input, shape.t(weight))
         return out if bias is None else arith.add(out, bias)
-    lead = input.data.shape[:-1]
-    flat = shape.reshape(input, (-1, input.data.shape[-1]))
-    return shape.reshape(linear(flat, weight, bias), lead + (weight.data.shape[0],))
+    lead = input._data.shape[:-1]
+    flat = shape.reshape(input, (-1, input._data.shape[-1]))
+    return shape.reshape(linear(flat, weight, bias), lead + (weight._data.shape[0],))
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``out[..., o] = input1 @ weight[o] @ input2 + bias[o]``."""
-    if input1.data.shape[:-1] != input2.data.shape[:-1]:
+    if input1._data.shape[:-1] != input2._data.shape[:-1]:
         raise RuntimeError("bilinear(): input batch dimensions do not match: got "
-                           f"{list(input1.data.shape[:-1])} and {list(input2.data.shape[:-1])}")
-    if weight.data.ndim != 3 or weight.data.shape[1] != input1.data.shape[-1] \
-            or weight.data.shape[2] != input2.data.shape[-1]:
-        raise RuntimeError(f"bilinear(): weight size {list(weight.data.shape)} does not match the input "
-                           f"sizes {input1.data.shape[-1]} and {input2.data.shape[-1]}")
-    lead = input1.data.shape[:-1]
-    x1 = input1 if input1.data.ndim == 2 else shape.reshape(input1, (-1, input1.data.shape[-1]))
-    x2 = input2 if input2.data.ndim == 2 else shape.reshape(input2, (-1, input2.data.shape[-1]))
+                           f"{list(input1._data.shape[:-1])} and {list(input2._data.shape[:-1])}")
+    if weight._data.ndim != 3 or weight._data.shape[1] != input1._data.shape[-1] \
+            or weight._data.shape[2] != input2._data.shape[-1]:
+        raise RuntimeError(f"bilinear(): weight size {list(weight._data.shape)} does not match the input "
+                           f"sizes {input1._data.shape[-1]} and {input2._data.shape[-1]}")
+    lead = input1._data.shape[:-1]
+    x1 = input1 if input1._data.ndim == 2 else shape.reshape(input1, (-1, input1._data.shape[-1]))
+    x2 = input2 if input2._data.ndim == 2 else shape.reshape(input2, (-1, input2._data.shape[-1]))
     out = nn_ops.bilinear_product(x1, x2, weight)
-    if input1.data.ndim != 2:
-        out = shape.reshape(out, lead + (weight.data.shape[0],))
+    if input1._data.ndim != 2:
+        out = shape.reshape(out, lead + (weight._data.shape[0],))
     return out if bias is None else arith.add(out, bias)
 
 
@@ -130,7 +130,7 @@ def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     """Average over the adaptive windows that give ``output_size``; (1, 1) is a plain mean."""
     sizes = (output_size, output_size) if not isinstance(output_size, (tuple, list)) else tuple(output_size)
-    if tuple(sizes) == (1, 1) and input.data.ndim in (3, 4):
+    if tuple(sizes) == (1, 1) and input._data.ndim in (3, 4):
         return reductions.mean(input, (-2, -1), keepdim=True)
     return nn_ops.adaptive_avg_pool2d(input, output_size)
 
@@ -146,7 +146,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Look up rows of ``weight``; row ``padding_idx`` receives no gradient."""
     if padding_idx is not None:
-        num = weight.data.shape[0]
+        num = weight._data.shape[0]
         if padding_idx >= num or padding_idx < -num:
             raise AssertionError("Padding_idx must be within num_embeddings")
     return nn_ops.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
@@ -154,7 +154,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """Int64 one-hot encoding with a new last dim of size ``num_classes`` (max + 1 when -1)."""
-    data = tensor.data
+    data = tensor._data
     if data.dtype.kind not in "iu":
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if data.size and data.min() < 0:
@@ -180,7 +180,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
 # ---------------------------------------------------------------- dropout
 def _dropout_mask(input: Tensor, p: float, mask_shape: tuple) -> Tensor:
     keep = _rng(None).random(mask_shape) < (1.0 - p)
-    return Tensor._make((keep * (1.0 / (1.0 - p))).astype(input.data.dtype))
+    return Tensor._make((keep * (1.0 / (1.0 - p))).astype(input._data.dtype))
 
 
 def _check_p(p: float) -> None:
@@ -193,7 +193,7 @@ def _apply_dropout(input: Tensor, p: float, training: bool, inplace_: bool, mask
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        mask = Tensor._make(np.zeros(mask_shape, dtype=input.data.dtype))
+        mask = Tensor._make(np.zeros(mask_shape, dtype=input._data.dtype))
     else:
         mask = _dropout_mask(input, p, mask_shape)
     return inplace.mul_(input, mask) if inplace_ else arith.mul(input, mask)
@@ -201,21 +201,21 @@ def _apply_dropout(input: Tensor, p: float, training: bool, inplace_: bool, mask
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` (gradscope's generator) and scale by ``1 / (1 - p)``."""
-    return _apply_dropout(input, p, training, inplace, input.data.shape)
+    return _apply_dropout(input, p, training, inplace, input._data.shape)
 
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of (N, C, L) or (C, L) input."""
-    if input.data.ndim not in (2, 3):
-        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.data.ndim}D input.")
-    return _apply_dropout(input, p, training, inplace, input.data.shape[:-1] + (1,))
+    if input._data.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input._data.ndim}D input.")
+    return _apply_dropout(input, p, training, inplace, input._data.shape[:-1] + (1,))
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of (N, C, H, W) or (C, H, W) input."""
-    if input.data.ndim not in (3, 4):
-        raise RuntimeError(f"dropout2d: Expected 3D or 4D input, but received a {input.data.ndim}D input.")
-    return _apply_dropout(input, p, training, inplace, input.data.shape[:-2] + (1, 1))
+    if input._data.ndim not in (3, 4):
+        raise RuntimeError(f"dropout2d: Expected 3D or 4D input, but received a {input._data.ndim}D input.")
+    return _apply_dropout(input, p, training, inplace, input._data.shape[:-2] + (1, 1))
 
 
 # ---------------------------------------------------------------- normalisation
@@ -249,7 +249,7 @@ def _inplace(input: Tensor, compute: Any) -> Tensor:
     """Run the out-of-place ``compute(input)`` and write the result into ``input`` (PyTorch's rebase)."""
     def fast() -> None:
         with grad_mode.no_grad():
-            np.copyto(input.data, compute(input).data, casting="unsafe")
+            np.copyto(input._data, compute(input)._data, casting="unsafe")
 
     return inplace._apply(input, None, compute, fast)
 
@@ -371,27 +371,27 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """``a * sigmoid(b)`` where ``a, b`` are the halves of ``input`` along ``dim``."""
-    if input.data.ndim == 0:
+    if input._data.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
-    size = input.data.shape[dim]
+    size = input._data.shape[dim]
     if size % 2:
-        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.data.ndim} is size {size}")
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input._data.ndim} is size {size}")
     first, second = shape.chunk(input, 2, dim)
     return arith.mul(first, pointwise.sigmoid(second))
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` for positive ``x``, else ``weight * x`` (``weight`` per channel, dim 1, or shared)."""
-    if weight.data.size != 1:
-        channel_dim = 1 if input.data.ndim >= 2 else 0
-        if input.data.ndim == 0 or input.data.shape[channel_dim] != weight.data.size:
+    if weight._data.size != 1:
+        channel_dim = 1 if input._data.ndim >= 2 else 0
+        if input._data.ndim == 0 or input._data.shape[channel_dim] != weight._data.size:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
-                               f"{weight.data.size} and channel size = "
-                               f"{input.data.shape[channel_dim] if input.data.ndim else 1}.")
-        view = [1] * input.data.ndim
+                               f"{weight._data.size} and channel size = "
+                               f"{input._data.shape[channel_dim] if input._data.ndim else 1}.")
+        view = [1] * input._data.ndim
         view[channel_dim] = -1
         weight = shape.reshape(weight, tuple(view))
-    return pointwise.where(Tensor._make(input.data > 0), input, arith.mul(weight, input))
+    return pointwise.where(Tensor._make(input._data > 0), input, arith.mul(weight, input))
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
@@ -423,8 +423,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
     """``softmax(q k^T * scale + mask) v`` over the last two dims (boolean masks keep True entries)."""
-    length, source = query.data.shape[-2], key.data.shape[-2]
-    scale = 1.0 / math.sqrt(query.data.shape[-1]) if scale is None else scale
+    length, source = query._data.shape[-2], key._data.shape[-2]
+    scale = 1.0 / math.sqrt(query._data.shape[-1]) if scale is None else scale
     scores = arith.mul(arith.matmul(query, shape.transpose(key, -2, -1)), scale)
     if is_causal:
         if attn_mask is not None:
@@ -432,8 +432,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                "is_causal=True")
         attn_mask = Tensor._make(np.tril(np.ones((length, source), dtype=bool)))
     if attn_mask is not None:
-        if attn_mask.data.dtype == np.bool_:
-            scores = arith.add(scores, Tensor._make(np.where(attn_mask.data, 0.0, -np.inf).astype(scores.data.dtype)))
+        if attn_mask._data.dtype == np.bool_:
+            scores = arith.add(scores, Tensor._make(np.where(attn_mask._data, 0.0, -np.inf).astype(scores._data.dtype)))
         else:
             scores = arith.add(scores, attn_mask)
     weights = reductions.softmax(scores, -1)
@@ -456,7 +456,7 @@ def _legacy_reduction(size_average: bool | None, reduce_: bool | None, reduction
 
 def _class_shape(input: Tensor) -> tuple:
     """Shape that broadcasts a per-class vector along the class dim (1, or 0 when unbatched)."""
-    ndim = input.data.ndim
+    ndim = input._data.ndim
     return (-1,) if ndim == 1 else (1, -1) + (1,) * (ndim - 2)
 
 
@@ -475,22 +475,22 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     nn_ops._reduction_check(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    class_dim = 0 if input.data.ndim == 1 else 1
-    classes = input.data.shape[class_dim]
+    class_dim = 0 if input._data.ndim == 1 else 1
+    classes = input._data.shape[class_dim]
     log_probs = reductions.log_softmax(input, class_dim)
-    if target.data.dtype.kind == "f":
+    if target._data.dtype.kind == "f":
         return _cross_entropy_probabilities(input, log_probs, target, weight, reduction, label_smoothing, classes)
     nll = nn_ops.nll_loss(log_probs, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
         return nll
-    ignored = target.data == ignore_index
+    ignored = target._data == ignore_index
     weighted = log_probs if weight is None else arith.mul(log_probs, shape.reshape(weight, _class_shape(input)))
     smooth = indexing.masked_fill(reductions.sum(arith.neg(weighted), class_dim), Tensor._make(ignored), 0.0)
     if reduction == "mean":
         if weight is None:
             denominator = float((~ignored).sum())
         else:
-            denominator = float(weight.data[target.data[~ignored]].sum())
+            denominator = float(weight._data[target._data[~ignored]].sum())
         smooth = arith.div(reductions.sum(smooth), denominator)
     elif reduction == "sum":
         smooth = reductions.sum(smooth)
@@ -500,9 +500,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 def _cross_entropy_probabilities(input: Tensor, log_probs: Tensor, target: Tensor, weight: Tensor | None,
                                  reduction: str, label_smoothing: float, classes: int) -> Tensor:
-    if target.data.shape != input.data.shape:
-        raise RuntimeError(f"Expected target size {list(input.data.shape)}, got {list(target.data.shape)}")
-    class_dim = 0 if input.data.ndim == 1 else 1
+    if target._data.shape != input._data.shape:
+        raise RuntimeError(f"Expected target size {list(input._data.shape)}, got {list(target._data.shape)}")
+    class_dim = 0 if input._data.ndim == 1 else 1
     if label_smoothing > 0.0:
         target = arith.add(arith.mul(target, 1.0 - label_smoothing), label_smoothing / classes)
     product = arith.mul(log_probs, target)
@@ -513,7 +513,7 @@ def _cross_entropy_probabilities(input: Tensor, log_probs: Tensor, target: Tenso
     total = reductions.sum(arith.neg(product))
     if reduction == "sum":
         return total
-    batch = input.data.size // classes if classes else 0
+    batch = input._data.size // classes if classes else 0
     return arith.div(total, float(batch))
 
 
@@ -529,7 +529,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, red
     """Mean absolute error (composed as PyTorch does: ``abs(input - target)`` then reduce)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     nn_ops._reduction_check(reduction)
-    nn_ops._broadcast_warning(input.data, target.data)
+    nn_ops._broadcast_warning(input._data, target._data)
     loss = pointwise.abs(arith.sub(input, target))
     if weight is not None:
         loss = arith.mul(loss, weight)
@@ -588,6 +588,6 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
     loss = nn_ops.kl_div_pointwise(input, target, log_target)
     if reduction == "batchmean":
         total = reductions.sum(loss)
-        return arith.div(total, float(input.data.shape[0])) if input.data.ndim else total
+        return arith.div(total, float(input._data.shape[0])) if input._data.ndim else total
     return _reduce_tensor(loss, reduction)
 

@@ -98,7 +98,7 @@ def abs(input: Tensor) -> Tensor:
     node = new_node(AbsBackward0, (input,))
     if node is not None:
         node.save(input)
-    return result(np.abs(input.data), node)
+    return result(np.abs(input._data), node)
 
 
 class SignBackward0(Node):
@@ -109,7 +109,7 @@ class SignBackward0(Node):
 
 
 def sign(input: Tensor) -> Tensor:
-    return result(np.sign(input.data), new_node(SignBackward0, (input,)))
+    return result(np.sign(input._data), new_node(SignBackward0, (input,)))
 
 
 class SinBackward0(Node):
@@ -155,7 +155,7 @@ class TanhBackward0(Node):
 
 
 def tanh(input: Tensor) -> Tensor:
-    data = input.data
+    data = input._data
     return result(np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
                   new_node1(TanhBackward0, input))
 
@@ -188,7 +188,7 @@ class ReluBackward0(Node):
 
 
 def relu(input: Tensor) -> Tensor:
-    return result(np.maximum(input.data, 0), new_node1(ReluBackward0, input))
+    return result(np.maximum(input._data, 0), new_node1(ReluBackward0, input))
 
 
 class ErfBackward0(Node):
@@ -236,7 +236,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         return out_t if max is None else minimum(out_t, max)
     low = operand(min) if min is not None else None
     high = operand(max) if max is not None else None
-    out = input.data
+    out = input._data
     if low is not None:
         out = np.maximum(out, low)
     if high is not None:
@@ -245,7 +245,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if node is not None:
         node.low, node.high = low, high
         node.save(input)
-    return result(np.asarray(out).astype(input.data.dtype, copy=False), node)
+    return result(np.asarray(out).astype(input._data.dtype, copy=False), node)
 
 
 class MaximumBackward0(Node):
@@ -320,28 +320,16 @@ def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:
 
 # ---------------------------------------------------------------- predicates (no grad)
 def isnan(input: Tensor) -> Tensor:
-    return Tensor._make(np.isnan(input.data))
+    return Tensor._make(np.isnan(input._data))
 
 
 def isinf(input: Tensor) -> Tensor:
-    return Tensor._make(np.isinf(input.data))
+    return Tensor._make(np.isinf(input._data))
 
 
 def isfinite(input: Tensor) -> Tensor:
-    return Tensor._make(np.isfinite(input.data))
+    return Tensor._make(np.isfinite(input._data))
 
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
-    return Tensor._make(np.nan_to_num(input.data, nan=nan, posinf=posinf, neginf=neginf))
-
-
-def floor(input: Tensor) -> Tensor:
-    return Tensor._make(np.floor(input.data))
-
-
-def ceil(input: Tensor) -> Tensor:
-    return Tensor._make(np.ceil(input.data))
-
-
-def round(input: Tensor, decimals: int = 0) -> Tensor:
-    return Tensor._make(np.round(input.data, decimals))
+    return Tensor._make(np.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf))

@@ -86,7 +86,7 @@ class Optimizer:
         defaults: default hyper-parameters, used for groups that do not set them.
 
     Subclasses implement ``step(closure=None)``; it runs under ``no_grad``, updates
-    ``p.data`` in place and bumps each updated parameter's version counter.
+    ``p._data`` in place and bumps each updated parameter's version counter.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -192,7 +192,7 @@ class Optimizer:
                     grad.detach_()
                 else:
                     grad.requires_grad = False
-                grad.data.fill(0)
+                grad._data.fill(0)
                 grad._bump_version()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -277,8 +277,8 @@ def _cast_state(param: Tensor, name: str, value: Any) -> Any:
     if not isinstance(value, Tensor):
         return value
     if name == "step":
-        return Tensor._make(np.array(value.data, dtype=value.data.dtype))
-    data = value.data
-    if param.data.dtype.kind == "f" and data.dtype.kind == "f":
-        data = data.astype(param.data.dtype)
+        return Tensor._make(np.array(value._data, dtype=value._data.dtype))
+    data = value._data
+    if param._data.dtype.kind == "f" and data.dtype.kind == "f":
+        data = data.astype(param._data.dtype)
     return Tensor._make(np.array(data))

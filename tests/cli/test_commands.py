@@ -23,7 +23,7 @@ EXPECTED_INSPECT = {
     "unused_detach": {"no_grad"},
 }
 ALL = sorted(EXPECTED_INSPECT)
-FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", "threshold"}
+FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", "threshold", "source", "parameters"}
 
 
 # ------------------------------------------------------------------------------------------- inspect
@@ -37,7 +37,7 @@ def test_inspect_json_schema_and_findings(gradscope, name):
     assert data["model"] == sample(name)
     assert data["step"] == 0
     for module in data["modules"]:
-        assert set(module) == {"name", "type", "grad_output_norm", "grad_input_norm", "nonfinite"}
+        assert set(module) == {"name", "type", "calls", "grad_output_norm", "grad_input_norm", "nonfinite"}
     for parameter in data["parameters"]:
         assert set(parameter) == {"name", "module", "shape", "has_grad", "grad_norm", "grad_mean", "grad_std",
                                   "grad_abs_max", "nonfinite", "zero_fraction", "param_norm", "grad_to_param"}
@@ -68,8 +68,9 @@ def test_inspect_module_order_and_names(gradscope):
 
 def test_inspect_specific_findings(gradscope):
     data = gradscope.json("inspect", sample("unused_detach"), code=1)
-    assert {f["parameter"] for f in data["findings"]} == {"encoder.0.weight", "encoder.0.bias", "aux_head.weight",
-                                                          "aux_head.bias"}
+    assert {name for f in data["findings"] for name in f["parameters"]} == {
+        "encoder.0.weight", "encoder.0.bias", "aux_head.weight", "aux_head.bias"}
+    assert [f["module"] for f in data["findings"]] == ["encoder.0", "aux_head"]  # one finding per module
     data = gradscope.json("inspect", sample("dead_relu"), code=1)
     assert {f["parameter"] for f in data["findings"]} == {"hidden.weight", "hidden.bias", "out.weight"}
     data = gradscope.json("inspect", sample("deep_sigmoid"), code=1)
@@ -105,8 +106,8 @@ def test_inspect_thresholds(gradscope):
 
 
 # --------------------------------------------------------------------------------------------- watch
-WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle"}
-ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind"}
+WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle", "divergence", "findings"}
+ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind", "propagated", "detail"}
 
 
 @pytest.mark.parametrize("name", HEALTHY + ["dead_relu", "unused_detach"])
@@ -189,10 +190,10 @@ def test_watch_ctrl_c_prints_summary_and_exits_130(gradscope, monkeypatch):
 
     original = watch_module.Watcher._train_step
 
-    def interrupt_at_step_2(self, step, batch, parameters):
+    def interrupt_at_step_2(self, step, batch, parameters, **options):
         if step == 2:
             os.kill(os.getpid(), signal.SIGINT)
-        return original(self, step, batch, parameters)
+        return original(self, step, batch, parameters, **options)
 
     monkeypatch.setattr(watch_module.Watcher, "_train_step", interrupt_at_step_2)
     result = gradscope("watch", sample("mlp"), "--steps", "10", "--format", "json", code=130)
@@ -272,7 +273,7 @@ EXPECTED_CHECK_FAILURES = {
 def test_check_every_model(gradscope, name):
     failures = EXPECTED_CHECK_FAILURES[name]
     data = gradscope.json("check", sample(name), "--steps", "3", code=1 if failures else 0)
-    assert set(data) == {"schema", "passed", "checks", "findings"} and data["schema"] == "gradscope.check/1"
+    assert set(data) == {"schema", "passed", "waived", "checks", "findings"} and data["schema"] == "gradscope.check/1"
     assert data["passed"] is (not failures)
     assert {c["name"] for c in data["checks"] if c["status"] == "fail"} == failures
     assert all(set(c) == {"name", "status", "message"} for c in data["checks"])
@@ -303,7 +304,7 @@ def test_check_junit(gradscope):
     result = gradscope("check", sample("dead_relu"), "--format", "junit", code=1)
     root = ElementTree.fromstring(result.stdout)
     cases = root.findall("./testsuite/testcase")
-    assert len(cases) == 8
+    assert len(cases) == 9
     failed = [case.get("name") for case in cases if case.find("failure") is not None]
     assert failed == ["no_dead_parameters"]
     assert root.find("./testsuite").get("failures") == "1"

@@ -175,18 +175,18 @@ def recurrent_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, 
         ``(output, h_n, c_n)``: the hidden state at every step (T, B, H), the final hidden
         state and the final cell state (None unless LSTM).
     """
-    xd, whh = x.data, w_hh.data
+    xd, whh = x._data, w_hh._data
     steps, batch, features = xd.shape
     hidden = whh.shape[1]
-    dtype = np.result_type(xd, w_ih.data)
-    proj = (xd.reshape(steps * batch, features) @ w_ih.data.T).reshape(steps, batch, -1)
+    dtype = np.result_type(xd, w_ih._data)
+    proj = (xd.reshape(steps * batch, features) @ w_ih._data.T).reshape(steps, batch, -1)
     if b_ih is not None:
-        proj += b_ih.data
-    bhh = b_hh.data if b_hh is not None else None
-    h = np.zeros((batch, hidden), dtype) if h0 is None else h0.data
+        proj += b_ih._data
+    bhh = b_hh._data if b_hh is not None else None
+    h = np.zeros((batch, hidden), dtype) if h0 is None else h0._data
     c = None
     if mode == "LSTM":
-        c = np.zeros((batch, hidden), dtype) if c0 is None else c0.data
+        c = np.zeros((batch, hidden), dtype) if c0 is None else c0._data
     hs = np.empty((steps, batch, hidden), dtype)
     cache: list = []
     if mode == "LSTM":
@@ -354,21 +354,21 @@ class RNNBase(Module):
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D instead")
         weight = self.weight_ih_l0
-        if input.data.dtype != weight.data.dtype:
+        if input._data.dtype != weight._data.dtype:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight.dtype}). "
                              f"Convert input: input.to({weight.dtype}), or convert model: model.to({input.dtype})")
-        if input.data.shape[-1] != self.input_size:
+        if input._data.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
-                               f"got {input.data.shape[-1]}")
+                               f"got {input._data.shape[-1]}")
 
     def _check_hidden(self, hx: Tensor, batch: int, what: str = "Expected hidden size") -> None:
         expected = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
-        if tuple(hx.data.shape) != expected:
-            raise RuntimeError(f"{what} {expected}, got {list(hx.data.shape)}")
+        if tuple(hx._data.shape) != expected:
+            raise RuntimeError(f"{what} {expected}, got {list(hx._data.shape)}")
 
     def _run(self, input: Tensor, hx: Tensor | None, cx: Tensor | None) -> tuple:
         """The layer loop on a batched (T, B, F) input; returns output, h_n and c_n (or None)."""
-        if input.data.shape[0] == 0:
+        if input._data.shape[0] == 0:
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         directions = 2 if self.bidirectional else 1
         layer_input = input
@@ -439,7 +439,7 @@ class RNN(RNNBase):
                                    f"{hx.dim()}-D tensor")
             if not batched:
                 hx = unsqueeze(hx, 1)
-            self._check_hidden(hx, input.data.shape[1])
+            self._check_hidden(hx, input._data.shape[1])
         output, h_n, _ = self._run(input, hx, None)
         return self._finish(output, batched), (h_n if batched else squeeze(h_n, 1))
 
@@ -481,8 +481,8 @@ class LSTM(RNNBase):
                                    f"({h0.dim()}-D, {c0.dim()}-D) tensors")
             if not batched:
                 h0, c0 = unsqueeze(h0, 1), unsqueeze(c0, 1)
-            self._check_hidden(h0, input.data.shape[1], "Expected hidden[0] size")
-            self._check_hidden(c0, input.data.shape[1], "Expected hidden[1] size")
+            self._check_hidden(h0, input._data.shape[1], "Expected hidden[0] size")
+            self._check_hidden(c0, input._data.shape[1], "Expected hidden[1] size")
         output, h_n, c_n = self._run(input, h0, c0)
         if not batched:
             h_n, c_n = squeeze(h_n, 1), squeeze(c_n, 1)
@@ -531,14 +531,14 @@ class RNNCellBase(Module):
             if state is not None and state.dim() not in (1, 2):
                 raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {state.dim()}D instead")
         batched = input.dim() == 2
-        features = input.data.shape[-1]
+        features = input._data.shape[-1]
         if features != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {features} expected {self.input_size}")
-        batch = input.data.shape[0] if batched else 1
+        batch = input._data.shape[0] if batched else 1
         for index, state in enumerate(states):
             if state is None:
                 continue
-            shape = state.data.shape if batched else (1,) + state.data.shape
+            shape = state._data.shape if batched else (1,) + state._data.shape
             if len(shape) != 2 or shape[0] != batch:
                 raise RuntimeError(f"Input batch size {batch} doesn't match hidden{index} batch size {shape[0]}")
             if shape[1] != self.hidden_size:
