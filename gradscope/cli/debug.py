@@ -1,6 +1,7 @@
 """``gradscope debug MODEL``: stop inside the backward pass, look at and edit gradients."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None,
             script = read_commands_file(commands_file)
         except ValueError as error:
             app.abort(str(error), ExitCode.USAGE)
-    if script is None and not click.get_text_stream("stdin").isatty():
+    if script is None and not sys.stdin.isatty():
         app.abort(NO_TERMINAL, ExitCode.USAGE)
 
     workload = run.load_model()
