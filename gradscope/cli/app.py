@@ -38,10 +38,14 @@ class App:
 
     Args:
         debug: show full tracebacks for model and internal errors.
+
+    Attributes:
+        engine: the engine ``--engine`` requires, or None (the model's own).
     """
 
     def __init__(self, debug: bool = False) -> None:
         self.debug = debug
+        self.engine: str | None = None
         self._out: Console | None = None
         self._err: Console | None = None
 

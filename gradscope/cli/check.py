@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 
 
 @click.command("check")
@@ -26,6 +26,7 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
               help="Learning rate of the default SGD optimizer [default: 0.01].")
 @format_option("table", "json", "junit", "github")
 @seed_option
+@engine_option
 @debug_option
 @click.pass_obj
 def check(app: App, model_file: str, steps: int | None, max_norm: float | None, min_norm: float | None,
@@ -68,7 +69,7 @@ def check(app: App, model_file: str, steps: int | None, max_norm: float | None, 
     options = CheckOptions(steps=pick(steps, "steps", defaults.steps), lr=pick(lr, "lr", defaults.lr),
                            thresholds=thresholds, overfit=pick(overfit, "overfit", False),
                            gradcheck=pick(gradcheck, "gradcheck", False))
-    workload = load_model_file(model_file, seed=seed)
+    workload = load_model_file(model_file, seed=seed, engine=app.engine)
     with quiet_numpy():
         report = check_model(workload, options)
     if output_format == "json":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 
 
 @click.command("clip")
@@ -22,6 +22,7 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
               help="Learning rate of the default SGD optimizer (a model's make_optimizer wins).")
 @format_option("table", "json")
 @seed_option
+@engine_option
 @debug_option
 @click.pass_obj
 def clip(app: App, model_file: str, max_value: float, mode: str, scope: str, steps: int, lr: float,
@@ -43,7 +44,7 @@ def clip(app: App, model_file: str, max_value: float, mode: str, scope: str, ste
     from gradscope.loading import load_model_file
     from gradscope.monitor.clip import clip_model
 
-    workload = load_model_file(model_file, seed=seed)
+    workload = load_model_file(model_file, seed=seed, engine=app.engine)
     with quiet_numpy():
         report = clip_model(workload, max_value, mode=mode, scope=scope, steps=steps, lr=lr)
     if output_format == "json":

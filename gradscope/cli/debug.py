@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option
+from gradscope.cli.options import debug_option, engine_option
 
 NO_TERMINAL = ("gradscope debug needs a terminal for its prompt. Without one, give the commands to run: "
                "--commands \"break nan; continue; where; grads; quit\" (separated by ';'), or "
@@ -35,6 +35,7 @@ def read_commands_file(path: str) -> list[str]:
               help="Run these prompt commands instead of reading a terminal, printing what the prompt shows.")
 @click.option("--commands-file", type=click.Path(exists=True, dir_okay=False),
               help="Like --commands, one command per line.")
+@engine_option
 @debug_option
 @click.pass_obj
 def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], commands: str | None,
@@ -73,7 +74,9 @@ def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], com
     if script is None and not click.get_text_stream("stdin").isatty():
         app.abort(NO_TERMINAL, ExitCode.USAGE)
 
-    workload = load_model_file(model_file)
+    workload = load_model_file(model_file, engine=app.engine)
+    if workload.engine.name != "gradscope":
+        app.abort(f"{model_file}: debug does not support torch models yet", ExitCode.MODEL_ERROR)
     batch = workload.batch(step)
 
     def locate(module_path: str) -> str | None:

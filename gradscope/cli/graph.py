@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option
+from gradscope.cli.options import debug_option, engine_option
 
 
 @click.command("graph")
@@ -15,6 +15,7 @@ from gradscope.cli.options import debug_option
               help="A tree on the terminal, or Graphviz DOT text.")
 @click.option("--step", default=0, show_default=True, type=click.IntRange(min=0),
               help="Run the forward pass on the batch of this step.")
+@engine_option
 @debug_option
 @click.pass_obj
 def graph(app: App, model_file: str, depth: int | None, output_format: str, step: int) -> None:
@@ -33,7 +34,7 @@ def graph(app: App, model_file: str, depth: int | None, output_format: str, step
     from gradscope.loading import load_model_file
     from gradscope.render.debug import graph_to_dot, render_graph
 
-    workload = load_model_file(model_file)
+    workload = load_model_file(model_file, engine=app.engine)
     batch = workload.batch(step)
     autograd_graph = trace_graph(workload.model, lambda: workload.loss(batch))
     if output_format == "dot":

@@ -6,7 +6,8 @@ from pathlib import Path
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option, threshold_options
+from gradscope.cli.options import (debug_option, engine_option, format_option, model_argument, seed_option,
+                                   threshold_options)
 
 
 @click.command("inspect")
@@ -18,6 +19,7 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
               help="Also export the table view to an .svg or .html file.")
 @threshold_options
 @seed_option
+@engine_option
 @debug_option
 @click.pass_obj
 def inspect_command(app: App, model_file: str, step: int, output_format: str, save: str | None,
@@ -42,7 +44,7 @@ def inspect_command(app: App, model_file: str, step: int, output_format: str, sa
 
     if save is not None and Path(save).suffix.lower() not in (".svg", ".html", ".htm"):
         app.abort(f"--save {save}: use a .svg or .html file name", ExitCode.USAGE)
-    workload = load_model_file(model_file, seed=seed)
+    workload = load_model_file(model_file, seed=seed, engine=app.engine)
     report = inspect_model(workload, step=step, thresholds=thresholds_from(max_norm=max_norm, min_norm=min_norm))
     if output_format == "json":
         from gradscope.render.data import inspect_to_dict

@@ -22,6 +22,20 @@ def debug_option(fn: F) -> F:
                         help="Show full tracebacks for model and internal errors.")(fn)
 
 
+def _set_engine(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        ctx.ensure_object(App).engine = value
+    return value
+
+
+def engine_option(fn: F) -> F:
+    """``--engine gradscope|torch``: require the model to run on this engine (default: the model's own)."""
+    return click.option("--engine", type=click.Choice(["gradscope", "torch"]), default=None, expose_value=False,
+                        callback=_set_engine,
+                        help="Require this engine; by default the model's class decides "
+                             "(a torch.nn.Module runs on PyTorch).")(fn)
+
+
 def model_argument(fn: F) -> F:
     """The ``MODEL`` argument: a Python model file (existence is checked by the loader, exit code 3)."""
     return click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=True))(fn)

@@ -4,13 +4,14 @@ from __future__ import annotations
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument
 
 
 @click.command("replay")
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @model_argument
 @format_option("table", "json")
+@engine_option
 @debug_option
 @click.pass_obj
 def replay(app: App, bundle: str, model_file: str, output_format: str) -> None:
@@ -32,7 +33,7 @@ def replay(app: App, bundle: str, model_file: str, output_format: str) -> None:
     from gradscope.monitor.watch import replay as replay_bundle
     from gradscope.render.tables import watch_line, watch_summary
 
-    workload = load_model_file(model_file)
+    workload = load_model_file(model_file, engine=app.engine)
     with quiet_numpy():
         report = replay_bundle(workload, bundle)
     if output_format == "json":

@@ -6,7 +6,7 @@ from typing import Any
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 
 
 @click.command("watch")
@@ -25,6 +25,7 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
               show_default=True, help="Where --nan/--inf write the replay bundle of the failing step.")
 @format_option("table", "json")
 @seed_option
+@engine_option
 @debug_option
 @click.pass_obj
 def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf: bool, clip: float | None,
@@ -49,7 +50,7 @@ def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf:
     from gradscope.loading import load_model_file
     from gradscope.monitor.watch import WatchOptions, Watcher
 
-    workload = load_model_file(model_file, seed=seed)
+    workload = load_model_file(model_file, seed=seed, engine=app.engine)
     options = WatchOptions(steps=steps, lr=lr, nan=stop_on_nan, inf=stop_on_inf, clip=clip,
                            bundle=bundle if (stop_on_nan or stop_on_inf) else None)
     watcher = Watcher(workload, options)

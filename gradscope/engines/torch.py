@@ -65,6 +65,9 @@ class TorchEngine(Engine):
     def node_sequence_nr(self, node: Any) -> int:
         return node._sequence_nr()
 
+    def node_output_shapes(self, node: Any) -> tuple:
+        return tuple(tuple(int(size) for size in meta.shape) for meta in node._input_metadata)
+
     def to_numpy(self, tensor: Any) -> np.ndarray:
         tensor = tensor.detach()
         if tensor.dtype in _LOW_PRECISION:
