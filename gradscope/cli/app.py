@@ -41,6 +41,9 @@ class App:
 
     Args:
         debug: show full tracebacks for model and internal errors.
+
+    Attributes:
+        engine: the engine ``--engine`` requires, or None (the model's own).
     """
 
     def __init__(self, debug: bool = False) -> None:

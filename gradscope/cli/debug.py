@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from gradscope.cli.app import ExitCode
-from gradscope.cli.options import debug_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, model_argument, seed_option
 from gradscope.cli.settings import option
 
 NO_TERMINAL = ("gradscope debug needs a terminal for its prompt. Without one, give the commands to run: "
@@ -47,6 +47,7 @@ def read_commands_file(path: str) -> list[str]:
 @click.option("--commands-file", type=click.Path(exists=True, dir_okay=False),
               help="Like --commands, one command per line.")
 @seed_option
+@engine_option
 @debug_option
 @click.pass_context
 def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None, commands_file: str | None,
@@ -92,6 +93,8 @@ def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None,
         app.abort(NO_TERMINAL, ExitCode.USAGE)
 
     workload = run.load_model()
+    if workload.engine.name != "gradscope":
+        app.abort(f"{workload.label}: debug does not support torch models yet", ExitCode.MODEL_ERROR)
     batch = workload.batch(step)
 
     def locate(module_path: str) -> str | None:

@@ -114,7 +114,8 @@ class Run:
         from gradscope.loading import ModelFileError, load_model_file
 
         assert self.model_file is not None
-        workload = load_model_file(self.model_file, seed=self.settings["seed"].value if "seed" in self.settings else 0)
+        workload = load_model_file(self.model_file, seed=self.settings["seed"].value if "seed" in self.settings else 0,
+                                   engine=self.settings["engine"].value if "engine" in self.settings else None)
         self.app.model_path = workload.path
         if need_parameters and not any(True for _ in workload.model.parameters()):
             raise ModelFileError(f"{workload.label}: the model ({type(workload.model).__name__}) has no parameters: "
