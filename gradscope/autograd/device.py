@@ -9,7 +9,7 @@ _KNOWN_TYPES = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla")
 
 class device:
     """A device description with PyTorch's surface: ``type``, ``index``, ``str()`` and equality
-    with other devices or with strings such as ``"cpu"``."""
+    with other devices (``str(d) == "cpu"`` compares with a string)."""
 
     __slots__ = ("type", "index")
 
@@ -46,12 +46,7 @@ class device:
         return f"device(type='{self.type}', index={self.index})"
 
     def __eq__(self, other: Any) -> bool:
-        if isinstance(other, str):
-            try:
-                other = device(other)
-            except RuntimeError:
-                return False
-        if not isinstance(other, device):
+        if not isinstance(other, device):  # as in PyTorch, a device never equals a string
             return NotImplemented
         return self.type == other.type and self.index == other.index
 

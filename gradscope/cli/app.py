@@ -41,6 +41,9 @@ class App:
 
     Args:
         debug: show full tracebacks for model and internal errors.
+
+    Attributes:
+        engine: the engine ``--engine`` requires, or None (the model's own).
     """
 
     def __init__(self, debug: bool = False) -> None:
@@ -53,7 +56,7 @@ class App:
     @property
     def stdout(self) -> IO[str]:
         """The real stdout, where a command's document goes (even while user output is redirected)."""
-        return self._stdout if self._stdout is not None else click.get_text_stream("stdout")
+        return self._stdout if self._stdout is not None else sys.stdout
 
     @contextlib.contextmanager
     def user_output_to_stderr(self) -> Iterator[None]:

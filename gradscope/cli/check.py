@@ -7,7 +7,7 @@ import click
 
 from gradscope.cli.app import ExitCode
 from gradscope.cli.waivers import ignore_option
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 from gradscope.cli.settings import option
 
 
@@ -25,6 +25,7 @@ from gradscope.cli.settings import option
 @format_option("table", "json", "junit", "github")
 @ignore_option
 @seed_option
+@engine_option
 @debug_option
 @click.pass_context
 def check(ctx: click.Context, **_: Any) -> None:

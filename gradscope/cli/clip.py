@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from gradscope.cli.app import ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 from gradscope.cli.settings import option
 
 
@@ -22,6 +22,7 @@ from gradscope.cli.settings import option
 @option("lr", "Learning rate of the default SGD optimizer (a model's make_optimizer wins).", default=0.01)
 @format_option("table", "json")
 @seed_option
+@engine_option
 @debug_option
 @click.pass_context
 def clip(ctx: click.Context, **_: Any) -> None:

@@ -1,13 +1,14 @@
 """``gradscope debug MODEL``: stop inside the backward pass, look at and edit gradients."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gradscope.cli.app import ExitCode
-from gradscope.cli.options import debug_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, model_argument, seed_option
 from gradscope.cli.settings import option
 
 NO_TERMINAL = ("gradscope debug needs a terminal for its prompt. Without one, give the commands to run: "
@@ -46,6 +47,7 @@ def read_commands_file(path: str) -> list[str]:
 @click.option("--commands-file", type=click.Path(exists=True, dir_okay=False),
               help="Like --commands, one command per line.")
 @seed_option
+@engine_option
 @debug_option
 @click.pass_context
 def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None, commands_file: str | None,
@@ -87,10 +89,12 @@ def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None,
             script = read_commands_file(commands_file)
         except ValueError as error:
             app.abort(str(error), ExitCode.USAGE)
-    if script is None and not click.get_text_stream("stdin").isatty():
+    if script is None and not sys.stdin.isatty():
         app.abort(NO_TERMINAL, ExitCode.USAGE)
 
     workload = run.load_model()
+    if workload.engine.name != "gradscope":
+        app.abort(f"{workload.label}: debug does not support torch models yet", ExitCode.MODEL_ERROR)
     batch = workload.batch(step)
 
     def locate(module_path: str) -> str | None:

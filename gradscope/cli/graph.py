@@ -6,7 +6,7 @@ import click
 from typing import Any
 
 from gradscope.cli.app import ExitCode
-from gradscope.cli.options import debug_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, model_argument, seed_option
 from gradscope.cli.settings import option
 
 
@@ -17,6 +17,7 @@ from gradscope.cli.settings import option
               help="A tree on the terminal, or Graphviz DOT text.")
 @option("step", "Run the forward pass on the batch of this step.", default=0)
 @seed_option
+@engine_option
 @debug_option
 @click.pass_context
 def graph(ctx: click.Context, output_format: str, **_: Any) -> None:

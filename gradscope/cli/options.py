@@ -23,6 +23,14 @@ def debug_option(fn: F) -> F:
                         help="Show full tracebacks for model and internal errors.")(fn)
 
 
+def engine_option(fn: F) -> F:
+    """``--engine gradscope|torch`` (config key ``engine``): require the model to run on this engine."""
+    from gradscope.cli.settings import option
+
+    return option("engine", "Require this engine; by default the model's class decides "
+                            "(a torch.nn.Module runs on PyTorch).")(fn)
+
+
 def model_argument(fn: F) -> F:
     """The ``MODEL`` argument: a Python model file, or ``model`` in ``[tool.gradscope]`` when left out
     (existence is checked by the loader, exit code 3)."""

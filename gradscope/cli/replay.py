@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from gradscope.cli.app import ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 
 
 @click.command("replay")
@@ -16,6 +16,7 @@ from gradscope.cli.options import debug_option, format_option, model_argument, s
 @model_argument
 @format_option("table", "json")
 @seed_option
+@engine_option
 @debug_option
 @click.pass_context
 def replay(ctx: click.Context, bundle: str, **_: Any) -> None:

@@ -223,6 +223,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("bundle", Text(), path=True),
     Setting("save", Text(), path=True),
     Setting("ignore", TextList()),
+    Setting("engine", Choice(("gradscope", "torch"))),
     Setting("layers", TextList()),
 )}
 

@@ -71,6 +71,8 @@ class Run:
         path = Path(os.path.abspath(Path(resolved.base or Path.cwd()) / os.path.expanduser(label)))
         if suffixes and path.suffix.lower() not in suffixes:
             self.app.abort(f"{source} {label}: use a file name ending in {' or '.join(suffixes)}", ExitCode.USAGE)
+        if self.model_file is not None and path == Path(os.path.abspath(self.model_file)):
+            self.app.abort(f"{source} {label}: that is the model file; refusing to overwrite it", ExitCode.USAGE)
         own_directory = resolved.source == "default" and label == DEFAULT_BUNDLE
         problem = check_writable(path if path.parent.exists() or not own_directory else path.parent)
         if problem is not None:
@@ -112,7 +114,8 @@ class Run:
         from gradscope.loading import ModelFileError, load_model_file
 
         assert self.model_file is not None
-        workload = load_model_file(self.model_file, seed=self.settings["seed"].value if "seed" in self.settings else 0)
+        workload = load_model_file(self.model_file, seed=self.settings["seed"].value if "seed" in self.settings else 0,
+                                   engine=self.settings["engine"].value if "engine" in self.settings else None)
         self.app.model_path = workload.path
         if need_parameters and not any(True for _ in workload.model.parameters()):
             raise ModelFileError(f"{workload.label}: the model ({type(workload.model).__name__}) has no parameters: "

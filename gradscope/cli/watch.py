@@ -8,7 +8,7 @@ import click
 
 from gradscope.cli.app import App, ExitCode
 from gradscope.cli.waivers import ignore_option
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 from gradscope.cli.settings import option
 from gradscope.cli.startup import DEFAULT_BUNDLE
 from gradscope.cli.view_options import layers_option
@@ -28,6 +28,7 @@ from gradscope.cli.view_options import layers_option
 @format_option("table", "json")
 @ignore_option
 @seed_option
+@engine_option
 @debug_option
 @click.pass_context
 def watch(ctx: click.Context, **_: Any) -> None:

@@ -47,6 +47,8 @@ def broadcast_all(*values: Any) -> tuple:
     """Tensors of one broadcast shape; python numbers become tensors of the default dtype."""
     dtype = next((v.dtype for v in values if isinstance(v, Tensor)), None)
     tensors = [v if isinstance(v, Tensor) else creation.tensor(float(v), dtype=dtype) for v in values]
+    if len({tuple(t.shape) for t in tensors}) == 1:
+        return tuple(tensors)
     return shape.broadcast_tensors(*tensors)
 
 

@@ -87,6 +87,10 @@ class Engine:
         """The node's creation sequence number (later nodes have larger numbers)."""
         raise NotImplementedError
 
+    def node_output_shapes(self, node: Any) -> tuple:
+        """The shape of each output of ``node`` (the gradients it receives), as tuples of ints."""
+        raise NotImplementedError
+
     def node_name(self, tensor: Any) -> str | None:
         """``tensor.grad_fn.name()``, looking through the identity nodes of module backward hooks."""
         node = getattr(tensor, "grad_fn", None)

@@ -54,6 +54,9 @@ class NativeEngine(Engine):
     def node_sequence_nr(self, node: Any) -> int:
         return node._seq
 
+    def node_output_shapes(self, node: Any) -> tuple:
+        return tuple(tuple(int(size) for size in shape) for shape, _ in node._meta or ())
+
     def to_numpy(self, tensor: Any) -> np.ndarray:
         return tensor.detach().numpy()
 

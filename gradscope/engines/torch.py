@@ -21,6 +21,23 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
+def _norms(tensors: list) -> list:
+    """2-norms of the tensors in one batched call per precision group (16-bit floats accumulate
+    in float32), in the order given."""
+    low = [index for index, t in enumerate(tensors) if t.dtype in _LOW_PRECISION]
+    if not low:
+        return list(torch._foreach_norm(tensors))
+    if len(low) == len(tensors):
+        return list(torch._foreach_norm(tensors, dtype=torch.float32))
+    result: list = [None] * len(tensors)
+    high = [index for index in range(len(tensors)) if index not in set(low)]
+    for indices, norms in ((low, torch._foreach_norm([tensors[i] for i in low], dtype=torch.float32)),
+                           (high, torch._foreach_norm([tensors[i] for i in high]))):
+        for index, norm in zip(indices, norms):
+            result[index] = norm
+    return result
+
+
 class TorchEngine(Engine):
     """The adapter for PyTorch."""
 
@@ -69,6 +86,9 @@ class TorchEngine(Engine):
     def node_sequence_nr(self, node: Any) -> int:
         return node._sequence_nr()
 
+    def node_output_shapes(self, node: Any) -> tuple:
+        return tuple(tuple(int(size) for size in meta.shape) for meta in node._input_metadata)
+
     def to_numpy(self, tensor: Any) -> np.ndarray:
         tensor = tensor.detach()
         if tensor.dtype in _LOW_PRECISION:
@@ -85,9 +105,7 @@ class TorchEngine(Engine):
         present = [t.detach() for t in tensors if t is not None]
         values: list[Any] = [loss.detach().reshape(())] if loss is not None else []
         if present:
-            norms = torch._foreach_norm(present, dtype=torch.float32) if any(
-                t.dtype in _LOW_PRECISION for t in present) else torch._foreach_norm(present)
-            values.extend(norms)
+            values.extend(_norms(present))
         if not values:
             return math.nan, [None] * len(tensors)
         device = values[0].device

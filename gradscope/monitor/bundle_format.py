@@ -50,6 +50,8 @@ def read_bundle(path: str | Path, label: str | None = None) -> tuple[dict[str, n
         raise BundleError(f"{name}: replay bundle not found")
     if file.is_dir():
         raise BundleError(f"{name}: is a directory, not a replay bundle")
+    if not file.is_file():
+        raise BundleError(f"{name}: not a regular file (a device or a pipe), not a replay bundle")
     try:
         arrays = _read_arrays(file, name)
     except BundleError:

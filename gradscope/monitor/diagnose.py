@@ -51,14 +51,12 @@ class NormalizationInputs(_HookOwner):
     """
 
     def __init__(self, model: Any, engine: Engine) -> None:
-        super().__init__()
-        self._engine = engine
-        self._names = {id(module): name for name, module in model.named_modules()}
+        super().__init__(model, engine)
         self._producers: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
         self.followed_by: dict[str, tuple[str, str]] = {}
 
     def _attach(self) -> None:
-        self._handles.append(self._engine.register_module_forward_hook(self._on_forward))
+        self._handles.append(self.engine.register_module_forward_hook(self._on_forward))
 
     def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
         name = self._names.get(id(module))
@@ -66,12 +64,12 @@ class NormalizationInputs(_HookOwner):
             return
         kind = type(module).__name__
         if kind in NORMALIZATION_TYPES and args and (not kind.startswith("BatchNorm") or module.training):
-            producer = self._producers.get(self._engine.storage_key(args[0])) \
-                if self._engine.is_tensor(args[0]) else None
+            producer = self._producers.get(self.engine.storage_key(args[0])) \
+                if self.engine.is_tensor(args[0]) else None
             if producer is not None:
                 self.followed_by.setdefault(producer[1], (name, kind))
-        if getattr(module, "bias", None) is not None and self._engine.is_tensor(output):
-            self._producers[self._engine.storage_key(output)] = (output, name)
+        if getattr(module, "bias", None) is not None and self.engine.is_tensor(output):
+            self._producers[self.engine.storage_key(output)] = (output, name)
 
     def close(self) -> None:
         self._producers.clear()
@@ -93,9 +91,7 @@ class GraphCuts(_HookOwner):
     """
 
     def __init__(self, model: Any, source_file: Path | None, engine: Engine) -> None:
-        super().__init__()
-        self._engine = engine
-        self._names = {id(module): name for name, module in model.named_modules()}
+        super().__init__(model, engine)
         self._source_file = str(source_file) if source_file is not None else None
         self._outputs: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
         self._last_line: dict[int, int] = {}
@@ -104,7 +100,7 @@ class GraphCuts(_HookOwner):
         self.cuts: dict[str, str] = {}
 
     def _attach(self) -> None:
-        self._handles.append(self._engine.register_module_forward_hook(self._on_forward))
+        self._handles.append(self.engine.register_module_forward_hook(self._on_forward))
         if self._source_file is not None:
             self._previous_trace = sys.gettrace()
             sys.settrace(self._trace_call)
@@ -122,9 +118,9 @@ class GraphCuts(_HookOwner):
         if name not in self.called:
             self.called.append(name)
         trainable = any(p.requires_grad for p in module.parameters())
-        for tensor in self._engine.tensors_in(output):
+        for tensor in self.engine.tensors_in(output):
             if tensor.requires_grad:
-                self._outputs[self._engine.storage_key(tensor)] = (tensor, name)
+                self._outputs[self.engine.storage_key(tensor)] = (tensor, name)
             elif trainable and getattr(tensor, "is_floating_point", lambda: False)():
                 site = self._call_site()
                 if site is not None:
@@ -156,10 +152,10 @@ class GraphCuts(_HookOwner):
         return self._trace_line
 
     def _look_for_cut(self, value: Any, filename: str, line: int) -> None:
-        for tensor in self._engine.tensors_in(value):
+        for tensor in self.engine.tensors_in(value):
             if getattr(tensor, "requires_grad", True):
                 continue
-            known = self._outputs.get(self._engine.storage_key(tensor))
+            known = self._outputs.get(self.engine.storage_key(tensor))
             if known is not None and known[1] not in self.cuts:
                 self.cuts[known[1]] = relative_source(filename, line)
 

@@ -83,7 +83,11 @@ class Snapshot:
         _copy_into(engine, "buffer", dict(model.named_buffers()), self.buffers)
         model.zero_grad(set_to_none=True)
         if optimizer is not None:
-            optimizer.load_state_dict(self._value(engine, self.optimizer_state))
+            try:
+                optimizer.load_state_dict(self._value(engine, self.optimizer_state))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise BundleError(f"the bundle's optimizer state does not fit the model's optimizer "
+                                  f"({type(optimizer).__name__}): {exc}") from exc
         engine.set_rng_state(self.rng_state)
         return self._value(engine, self.batch)
 

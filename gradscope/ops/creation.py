@@ -198,7 +198,12 @@ class Generator:
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> "Generator":
-        self._seed = int(seed)
+        """Seed the generator; as in torch, seeds run from -2**63 to 2**64 - 1 and a negative seed
+        counts as ``2**64 + seed``."""
+        seed = int(seed)
+        if not -2 ** 63 <= seed < 2 ** 64:
+            raise ValueError("Overflow when unpacking long long")
+        self._seed = seed + 2 ** 64 if seed < 0 else seed
         self.rng = np.random.Generator(np.random.PCG64(self._seed))
         return self
 

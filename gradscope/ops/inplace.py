@@ -43,7 +43,10 @@ def _apply(target: Tensor, other: Any, compute: Callable[[Tensor], Tensor], fast
     (so the new node's saved tensors are not overwritten) and ``target`` takes its history."""
     other_t = other if isinstance(other, Tensor) else None
     if not check_inplace(target, other_t):
-        fast()
+        try:
+            fast()
+        except ValueError as error:  # numpy could not broadcast into the target: PyTorch's words
+            raise RuntimeError(_broadcast_message(target, other, error)) from error
         target._bump_version()
         return target
     original = Tensor._make(target._data.copy())
@@ -61,6 +64,14 @@ def _apply(target: Tensor, other: Any, compute: Callable[[Tensor], Tensor], fast
         # the node saved its output, which is now ``target``: later in-place writes must be caught
         out.grad_fn._vcs = ((target._version_counter(), target._version, None),)
     return target
+
+
+def _broadcast_message(target: Tensor, other: Any, error: ValueError) -> str:
+    try:
+        shape = np.broadcast_shapes(target._data.shape, np.shape(operand(other)))
+    except ValueError:
+        return str(error)
+    return f"output with shape {list(target._data.shape)} doesn't match the broadcast shape {list(shape)}"
 
 
 class FillBackward0(Node):
@@ -103,9 +114,19 @@ def _legacy_alpha(name: str, other: Any, args: tuple, alpha: Any) -> tuple:
     raise TypeError(f"{name}() takes one tensor or number and an optional alpha keyword")
 
 
+def _check_float_into_integer(target: Tensor, *values: Any) -> None:
+    """PyTorch refuses to write a floating point result into an integer or bool tensor."""
+    if target._data.dtype.kind in "biu":
+        for value in values:
+            if isinstance(value, float) or getattr(value, "dtype", None) is not None and value.dtype.kind == "f":
+                raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                                   f"{_type_word(target._data.dtype)}")
+
+
 def add_(self: Tensor, other: Any, *args: Any, alpha: Any = 1) -> Tensor:
     other, alpha = _legacy_alpha("add_", other, args, alpha)
     b = operand(other)
+    _check_float_into_integer(self, b, alpha)
     return _apply(self, other, lambda o: arith.add(o, other, alpha=alpha),
                   lambda: np.add(self._data, b if alpha == 1 else b * alpha, out=self._data, casting="unsafe"))
 
@@ -113,18 +134,22 @@ def add_(self: Tensor, other: Any, *args: Any, alpha: Any = 1) -> Tensor:
 def sub_(self: Tensor, other: Any, *args: Any, alpha: Any = 1) -> Tensor:
     other, alpha = _legacy_alpha("sub_", other, args, alpha)
     b = operand(other)
+    _check_float_into_integer(self, b, alpha)
     return _apply(self, other, lambda o: arith.sub(o, other, alpha=alpha),
                   lambda: np.subtract(self._data, b if alpha == 1 else b * alpha, out=self._data, casting="unsafe"))
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
     b = operand(other)
+    _check_float_into_integer(self, b)
     return _apply(self, other, lambda o: arith.mul(o, other),
                   lambda: np.multiply(self._data, b, out=self._data, casting="unsafe"))
 
 
 def div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     b = operand(other)
+    if rounding_mode is None:
+        _check_float_into_integer(self, 0.5)
     return _apply(self, other, lambda o: arith.div(o, other, rounding_mode=rounding_mode),
                   lambda: np.copyto(self._data, arith.div(self, other, rounding_mode=rounding_mode)._data,
                                     casting="unsafe"))

@@ -598,8 +598,9 @@ class FlipBackward0(Node):
         return np.flip(g, self.axes)
 
 
-def flip(input: Tensor, dims: Sequence[int]) -> Tensor:
-    axes = normalize_dim(tuple(dims), input._data.ndim)
+def flip(input: Tensor, *dims: Any) -> Tensor:
+    """Reverse the order of entries along ``dims`` (a sequence, or several ints)."""
+    axes = normalize_dim(tuple(_sizes(dims)), input._data.ndim)
     node = new_node(FlipBackward0, (input,))
     if node is not None:
         node.axes = axes

@@ -221,7 +221,7 @@ def test_ignore_from_pyproject(gradscope, tmp_path):
     assert data["findings"] == []
     (tmp_path / "pyproject.toml").write_text('[tool.gradscope]\nignore = ["x:nonsense"]\n')
     result = gradscope("inspect", sample("mlp"), code=2)
-    assert "pyproject.toml: [tool.gradscope] ignore" in result.stderr
+    assert "pyproject.toml: tool.gradscope.ignore" in result.stderr
 
 
 # ----------------------------------------------------------------------------- NaN in targets
@@ -251,12 +251,13 @@ def test_divergence_shows_update_ratios(gradscope, tmp_path):
 
 
 def test_divergence_flags_layers_whose_gradients_became_zero():
+    from gradscope.engines import get_engine
     from gradscope.monitor.diagnose import DivergenceTracker
     from gradscope.monitor.records import StepRecord
 
     import numpy as np
 
-    tracker = DivergenceTracker()
+    tracker = DivergenceTracker(get_engine("gradscope"))
     tracker.start([], {"fc.weight": np.ones(4)})
     tracker.finish(StepRecord(0, 1.0, 1.0, (("fc", 1.0), ("out", 0.5))))
     tracker.start([], {"fc.weight": np.full(4, 41.0)})

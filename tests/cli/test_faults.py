@@ -346,6 +346,10 @@ def output_cases() -> list[Case]:
              "--bundle /: cannot write there: is a directory", marker, check=_model_not_run),
         Case("save-missing-directory", ["inspect", "model.py", "--save", "no/r.svg"], 2,
              "--save no/r.svg: cannot write there: directory", marker, check=_model_not_run),
+        Case("bundle-over-the-model-file", ["watch", "model.py", "--nan", "--bundle", "model.py"], 2,
+             "--bundle model.py: that is the model file; refusing to overwrite it", marker, check=_model_not_run),
+        Case("log-over-the-model-file", ["watch", "model.py", "--log", "./model.py"], 2,
+             "that is the model file", marker, check=_model_not_run),
         Case("save-bad-suffix", ["inspect", "model.py", "--save", "r.txt"], 2,
              "--save r.txt: use a file name ending in .svg or .html or .htm", marker, check=_model_not_run),
         Case("config-log-missing-directory", ["watch", "model.py"], 2,
@@ -518,6 +522,9 @@ BUNDLE_FAULTS: dict[str, tuple[Any, str]] = {
     "unknown-array-member": (_replace_member("extra/0.npy", np.zeros(2)), "unexpected member 'extra/0'"),
     "parameter-shape-mismatch": (_replace_member("param/0.weight.npy", np.zeros((2, 2), np.float32)),
                                  "parameter 0.weight has shape (2, 2) in the bundle"),
+    "optimizer-state-mismatch": (_edit_meta(optimizer_state={"dict": [[{"value": "state"}, {"value": 5}],
+                                                               [{"value": "param_groups"}, {"list": []}]]}),
+                                 "the bundle's optimizer state does not fit the model's optimizer (SGD)"),
     "parameter-missing": (_without("param/0.weight.npy"), "the bundle does not match the model"),
 }
 
@@ -529,6 +536,10 @@ def bundle_cases() -> list[Case]:
     cases += [
         Case("bundle-not-found", ["replay", "missing.npz", "model.py"], 2, "missing.npz: replay bundle not found",
              {"model.py": MARKER_MODEL}, check=_model_not_run),
+        Case("bundle-dev-zero", ["replay", "/dev/zero", "model.py"], 2, "/dev/zero: not a regular file",
+             {"model.py": MARKER_MODEL}, check=_model_not_run),
+        Case("bundle-fifo", ["replay", "pipe", "model.py"], 2, "pipe: not a regular file",
+             {"model.py": MARKER_MODEL, "pipe": lambda members: os.mkfifo("pipe")}, check=_model_not_run),
         Case("replay-bundle-is-directory", ["replay", ".", "model.py"], 2, "is a directory", {"model.py": MARKER_MODEL}),
         Case("bundle-valid-replays", ["replay", "good.npz", "model.py", "--format", "json"], 1,
              files={"model.py": NAN_MODEL, "good.npz": lambda members: _zip(members)}, stdout="json", one_line=False),
@@ -569,6 +580,8 @@ def test_fault(case: Case, gradscope, tmp_path, good_bundle):
         path.parent.mkdir(parents=True, exist_ok=True)
         if callable(content):
             content = content(good_bundle)
+            if content is None:  # the maker created the file itself
+                continue
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:
@@ -622,6 +635,16 @@ def test_negative_seed_is_the_same_as_torch(gradscope, tmp_path):
     first = torch.randn(3)
     torch.manual_seed(2 ** 64 - 1)
     assert torch.equal(first, torch.randn(3))
+    import gradscope as gs
+
+    torch.manual_seed(-1)
+    gs.manual_seed(-1)
+    assert gs.initial_seed() == torch.initial_seed() == 2 ** 64 - 1
+    for seed in (2 ** 64, -2 ** 63 - 1):
+        with pytest.raises(ValueError):
+            gs.manual_seed(seed)
+        with pytest.raises((ValueError, RuntimeError)):
+            torch.manual_seed(seed)
 
 
 def test_seed_taken_by_every_model_command(gradscope, tmp_path):
