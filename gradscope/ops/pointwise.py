@@ -9,7 +9,7 @@ import numpy as np
 from gradscope.autograd.function import new_node, result, unary_result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import fix_float, float_input, operand, scalar_array, unbroadcast
+from gradscope.ops._util import fix_float, float_input, operand, unbroadcast
 
 
 class ExpBackward0(Node):
@@ -140,6 +140,12 @@ def cos(input: Tensor) -> Tensor:
     return result(np.cos(float_input(input)), node)
 
 
+# A 0-d one: numpy would convert a python ``1`` on every call (float32 promotes to the
+# gradient's dtype, or is cast to float16 exactly).
+_ONE = np.ones((), dtype=np.float32)
+_ONE.flags.writeable = False
+
+
 class TanhBackward0(Node):
     __slots__ = ()
     _save_output = True
@@ -149,7 +155,7 @@ class TanhBackward0(Node):
         if not out.ndim:
             return g * (1 - out * out)
         d = out * out
-        np.subtract(scalar_array(1, d.dtype), d, out=d)  # d tanh = 1 - tanh^2
+        np.subtract(_ONE, d, out=d)  # d tanh = 1 - tanh^2
         d *= g
         return d
 
