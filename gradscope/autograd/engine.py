@@ -286,10 +286,17 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if buf is None:
             buf = buffers[node] = [None] * len(node._meta)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
+    # ``deps`` counts the gradients each node receives; ``remaining`` tracks, for the nodes that
+    # receive several, how many are still to come (a node receiving one is ready on arrival).
+    remaining: dict = {}
     for node in root_nodes:
-        if node in buffers and deps.get(node, 0) == 0:
-            heapq.heappush(heap, (-node._seq, counter, node))
-            counter += 1
+        if node in buffers:
+            if deps.get(node, 0) == 0:
+                heapq.heappush(heap, (-node._seq, counter, node))
+                counter += 1
+            else:  # its root gradient counts as one more, already arrived
+                deps[node] += 1
+                remaining[node] = deps[node] - 1
 
     check_anomaly = anomaly.state.enabled
     prev_mode = grad_mode._state.enabled
@@ -324,7 +331,9 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             else:  # one output, no hooks of any kind
                 g = buf[0]
                 if fn._single_input:
-                    grads_in = (None if g is None else fn.backward(g),)
+                    grads_in = None  # its one gradient is ``g``
+                    if g is not None:
+                        g = fn.backward(g)
                 elif g is None:
                     grads_in = (None,) * len(fn._next)
                 else:
@@ -332,6 +341,23 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             if not keep_graph and fn._saved is not None:
                 fn._saved = freed
                 fn._vcs = ()
+            if grads_in is None:
+                # One input whose only gradient this is, running next (a chain): hand it over
+                # without the loop over edges below, its buffer look-ups and the heap.
+                child, nr = fn._next[0]
+                if child is None:
+                    continue
+                if (nr == 0 and relevant is None and deps[child] == 1
+                        and (not heap or -heap[0][0] < child._seq)):
+                    if g is not None:
+                        shape, dtype = child._meta[0]
+                        if g.shape != shape:
+                            g = _fix_shape(fn, g, shape)
+                        if g.dtype is not dtype and g.dtype != dtype:
+                            g = g.astype(dtype)
+                    ready, ready_buf = child, [g]
+                    continue
+                grads_in = (g,)
             # hand the gradients to the input nodes
             for (child, nr), g in zip(fn._next, grads_in):
                 if child is None or (relevant is not None and child not in relevant):
@@ -343,11 +369,15 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                     if g.dtype is not dtype and g.dtype != dtype:
                         g = g.astype(dtype)
                 count = deps[child]
-                cbuf = buffers.get(child)
-                if cbuf is None and count == 1 and len(child._meta) == 1:
-                    cbuf = [g]  # the child's one incoming gradient: it is ready now
+                if count == 1:  # the child's only gradient: it is ready now
+                    if nr == 0:
+                        cbuf = [g]  # (the general path pads the buffer of a several-output node)
+                    else:
+                        cbuf = [None] * len(child._meta)
+                        cbuf[nr] = g
                 else:
-                    deps[child] = count - 1
+                    left = remaining.get(child, count) - 1
+                    cbuf = buffers.get(child)
                     if cbuf is None:
                         cbuf = buffers[child] = [None] * len(child._meta)
                         cbuf[nr] = g
@@ -364,7 +394,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                             else:
                                 total = np.asarray(total)
                             cbuf[nr] = total
-                    if count > 1:
+                    if left:
+                        remaining[child] = left
                         continue
                     del buffers[child]
                 # the child is ready: run it next unless a queued node comes first
@@ -400,6 +431,8 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     capture, pre-hooks, compute, post-accumulate hooks, post-hooks. None means: skip it."""
     is_acc = type(fn) is AccumulateGrad
     extras = fn._extras
+    if len(buf) < len(fn._meta):
+        buf += [None] * (len(fn._meta) - len(buf))
     # 1-2. tensor hooks of each output slot, then retain_grad capture
     exposed = False
     if is_acc:

@@ -49,28 +49,6 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
 _NO_EDGE = (None, 0)
 
 
-def new_node1(cls: type, x: Tensor, scalar_operand: bool = False) -> Node | None:
-    """``new_node`` for the hot one-tensor case (``scalar_operand`` adds a ``(None, 0)`` edge)."""
-    if not _grad_state.enabled:
-        return None
-    fn = x.grad_fn
-    if fn is not None:
-        edge = (fn, x._output_nr)
-    elif x.requires_grad:
-        edge = (x._accumulator(), 0)
-    else:
-        return None
-    node = object.__new__(cls)
-    node._next = (edge, _NO_EDGE) if scalar_operand else (edge,)
-    node._seq = _next_seq()
-    node._saved = None
-    node._vcs = ()
-    node._extras = None
-    if _anomaly.enabled:
-        node._extra().trace = anomaly.record_trace()
-    return node
-
-
 _METAS: dict = {}
 
 
@@ -100,12 +78,56 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
         return t
     t.requires_grad = True
     t.grad_fn = node
-    node._meta = output_meta(out)
+    meta = _METAS.get((out.shape, out.dtype))
+    node._meta = meta if meta is not None else output_meta(out)
     if node._save_output:
         if saved_tensor_hooks_stack:
             node._pack([out])
         else:
             node._saved = (out,)
+    return t
+
+
+def unary_result(cls: type, out: np.ndarray, x: Tensor, scalar_operand: bool = False) -> Tensor:
+    """``result(out, new_node(cls, (x,)))`` in one call, for the hot one-tensor ops.
+
+    ``scalar_operand`` gives the node a second, ``(None, 0)`` edge (``tensor * 2.0``).
+    """
+    if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
+        out = np.asarray(out)
+    t = object.__new__(Tensor)
+    t._data = out
+    t._output_nr = 0
+    t._vc = None
+    if _grad_state.enabled:
+        fn = x.grad_fn
+        if fn is not None:
+            edge = (fn, x._output_nr)
+        elif x.requires_grad:
+            edge = (x._accumulator(), 0)
+        else:
+            edge = None
+        if edge is not None:
+            node = object.__new__(cls)
+            node._next = (edge, _NO_EDGE) if scalar_operand else (edge,)
+            node._seq = _next_seq()
+            node._vcs = ()
+            node._extras = None
+            meta = _METAS.get((out.shape, out.dtype))
+            node._meta = meta if meta is not None else output_meta(out)
+            if not cls._save_output:
+                node._saved = None
+            elif saved_tensor_hooks_stack:
+                node._pack([out])
+            else:
+                node._saved = (out,)
+            if _anomaly.enabled:
+                node._extra().trace = anomaly.record_trace()
+            t.requires_grad = True
+            t.grad_fn = node
+            return t
+    t.requires_grad = False
+    t.grad_fn = None
     return t
 
 

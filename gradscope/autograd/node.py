@@ -135,16 +135,15 @@ class Node:
         for t in tensors:
             if t is None:
                 arrays.append(None)
-                vcs.append(None)
                 continue
             vc = t._version_counter()
             vcs.append((vc, vc[0], t))
             arrays.append(t._data)
-        self._vcs = vcs
+        self._vcs = tuple(vcs)
         if saved_tensor_hooks_stack:
             self._pack(arrays)
         else:
-            self._saved = arrays
+            self._saved = tuple(arrays)
 
     def _watch_output(self, vc: list) -> None:
         """Check ``vc``, the version counter of the output this node saved, on every read."""
@@ -160,10 +159,12 @@ class Node:
     def saved(self) -> list:
         """The saved arrays; raises if they were freed or modified in place since saving."""
         saved = self._saved
+        if saved.__class__ is tuple and not self._vcs:  # not freed, not packed, nothing to check
+            return saved
         if saved is _FREED:
             raise RuntimeError(_FREED_MESSAGE)
         for entry in self._vcs:
-            if entry is not None and entry[0][0] != entry[1]:
+            if entry[0][0] != entry[1]:
                 self._raise_modified(entry)
         if self._extras is not None and self._extras.unpack is not None:
             unpack = self._extras.unpack

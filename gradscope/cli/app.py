@@ -6,10 +6,8 @@ use, never at import time, so ``CliRunner`` captures them) and turns errors into
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-import traceback
 from enum import IntEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterator, NoReturn
@@ -102,6 +100,8 @@ class App:
 
     def echo_json(self, data: Any) -> None:
         """Write ``data`` as JSON (and nothing else) to stdout."""
+        import json  # here, not at import time: ``gradscope --help`` does not need it
+
         self.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
 
     def note(self, message: str) -> None:
@@ -119,6 +119,8 @@ class App:
         With ``--debug`` and an exception, the full traceback is printed first.
         """
         if self.debug and exc is not None:
+            import traceback  # here, not at import time: ``gradscope --help`` does not need it
+
             sys.stderr.flush()
             click.echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
                        err=True, nl=False)

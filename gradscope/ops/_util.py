@@ -12,6 +12,30 @@ F64 = np.dtype(np.float64)
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
 
+_SCALAR_ARRAYS: dict = {}
+
+
+def scalar_array(value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a cached read-only 0-d array of ``dtype``: numpy combines an array with it
+    several times faster than with a python scalar, which it must convert on every call.
+
+    Zero is never cached: ``0.0 == -0.0`` (and they hash alike), but ``x * -0.0`` must give
+    ``-0.`` where ``x * 0.0`` gives ``+0.``. Any other equal key converts to the same array
+    (a NaN only matches itself, the same object, so its bits are kept as well).
+    """
+    if not value:
+        return np.array(value, dtype=dtype)
+    key = (value, dtype)
+    arr = _SCALAR_ARRAYS.get(key)
+    if arr is None:
+        if len(_SCALAR_ARRAYS) > 512:
+            _SCALAR_ARRAYS.clear()
+        arr = np.array(value, dtype=dtype)
+        arr.flags.writeable = False
+        _SCALAR_ARRAYS[key] = arr
+    return arr
+
+
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum ``grad`` over the axes that broadcasting added or stretched, to give ``shape``."""
     if grad.shape == shape:

@@ -1,36 +1,14 @@
 """Binary arithmetic, matmul and comparisons."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from gradscope.autograd.function import new_node, new_node1, result
+from gradscope.autograd.function import new_node, result, unary_result
 from gradscope.autograd.node import _FREED, _FREED_MESSAGE, Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import fix_float, operand, unbroadcast
-
-
-_SCALAR_ARRAYS: dict = {}
-
-
-def _scalar_array(value: Any, dtype: np.dtype) -> np.ndarray:
-    """A cached read-only 0-d array: numpy multiplies by it faster than by a python float.
-
-    The key holds the sign of ``value`` as well: ``0.0 == -0.0``, and they hash alike, but
-    ``x * -0.0`` must give ``-0.`` where ``x * 0.0`` gives ``+0.``. (A NaN never equals a key,
-    so it always gets a fresh array with its own bits.)
-    """
-    key = (value, type(value), dtype, value < 0 or (value == 0 and math.copysign(1.0, value) < 0))
-    arr = _SCALAR_ARRAYS.get(key)
-    if arr is None:
-        if len(_SCALAR_ARRAYS) > 512:
-            _SCALAR_ARRAYS.clear()
-        arr = np.array(value, dtype=dtype)
-        arr.flags.writeable = False
-        _SCALAR_ARRAYS[key] = arr
-    return arr
+from gradscope.ops._util import fix_float, operand, scalar_array, unbroadcast
 
 
 def _edges(a: Any, b: Any) -> tuple:
@@ -138,12 +116,13 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     if (other_type is float or other_type is int) and isinstance(input, Tensor):
         data = input._data
         if data.dtype.kind == "f":
-            scalar = _scalar_array(other, data.dtype)
-            node = new_node1(_MulScalarBackward, input, scalar_operand=True)
+            scalar = scalar_array(other, data.dtype)
+            product = unary_result(_MulScalarBackward, data * scalar, input, scalar_operand=True)
+            node = product.grad_fn
             if node is not None:
                 node.scalar = scalar
                 node._saved = ()
-            return result(data * scalar, node)
+            return product
     if not isinstance(input, Tensor):
         input, other = other, input
     a, b = input._data, operand(other)
@@ -157,12 +136,13 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
             node.shape_a = a.shape
             node.shape_b = b.shape
             node.save(input, other_t)
-    else:
-        node = new_node1(_MulScalarBackward, input, scalar_operand=True)
-        if node is not None:
-            node.scalar = b
-            node._saved = ()
-    return result(out_arr, node)
+        return result(out_arr, node)
+    product = unary_result(_MulScalarBackward, out_arr, input, scalar_operand=True)
+    node = product.grad_fn
+    if node is not None:
+        node.scalar = b
+        node._saved = ()
+    return product
 
 
 class DivBackward0(Node):

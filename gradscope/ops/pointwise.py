@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gradscope.autograd.function import new_node, new_node1, result
+from gradscope.autograd.function import new_node, result, unary_result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import fix_float, float_input, operand, unbroadcast
@@ -22,7 +22,7 @@ class ExpBackward0(Node):
 
 def exp(input: Tensor) -> Tensor:
     with np.errstate(over="ignore"):
-        return result(np.exp(float_input(input)), new_node1(ExpBackward0, input))
+        return unary_result(ExpBackward0, np.exp(float_input(input)), input)
 
 
 class LogBackward0(Node):
@@ -70,7 +70,7 @@ class SqrtBackward0(Node):
 
 def sqrt(input: Tensor) -> Tensor:
     with np.errstate(invalid="ignore"):
-        return result(np.sqrt(float_input(input)), new_node1(SqrtBackward0, input))
+        return unary_result(SqrtBackward0, np.sqrt(float_input(input)), input)
 
 
 class RsqrtBackward0(Node):
@@ -140,6 +140,12 @@ def cos(input: Tensor) -> Tensor:
     return result(np.cos(float_input(input)), node)
 
 
+# A 0-d one: numpy would convert a python ``1`` on every call (float32 promotes to the
+# gradient's dtype, or is cast to float16 exactly).
+_ONE = np.ones((), dtype=np.float32)
+_ONE.flags.writeable = False
+
+
 class TanhBackward0(Node):
     __slots__ = ()
     _save_output = True
@@ -149,15 +155,15 @@ class TanhBackward0(Node):
         if not out.ndim:
             return g * (1 - out * out)
         d = out * out
-        np.subtract(1, d, out=d)  # d tanh = 1 - tanh^2
+        np.subtract(_ONE, d, out=d)  # d tanh = 1 - tanh^2
         d *= g
         return d
 
 
 def tanh(input: Tensor) -> Tensor:
     data = input._data
-    return result(np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
-                  new_node1(TanhBackward0, input))
+    return unary_result(TanhBackward0, np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
+                        input)
 
 
 class SigmoidBackward0(Node):
@@ -176,7 +182,7 @@ def _sigmoid_array(x: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(input: Tensor) -> Tensor:
-    return result(_sigmoid_array(float_input(input)), new_node1(SigmoidBackward0, input))
+    return unary_result(SigmoidBackward0, _sigmoid_array(float_input(input)), input)
 
 
 class ReluBackward0(Node):
@@ -188,7 +194,7 @@ class ReluBackward0(Node):
 
 
 def relu(input: Tensor) -> Tensor:
-    return result(np.maximum(input._data, 0), new_node1(ReluBackward0, input))
+    return unary_result(ReluBackward0, np.maximum(input._data, 0), input)
 
 
 class ErfBackward0(Node):
