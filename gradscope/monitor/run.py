@@ -427,8 +427,7 @@ class RunMonitor:
         pending, self._pending = self._pending, []
         last = pending[-1]
         losses = [stats.loss for stats in pending if stats.loss is not None]
-        loss = math.fsum(losses) if losses and all(math.isfinite(v) for v in losses) else \
-            (sum(losses) if losses else math.nan)
+        loss = None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
         names = [name for name, _ in self._parameters]
         layer_squares: dict[str, float] = {}
         for module, square in zip(self._parameter_modules, last.squares):
