@@ -345,3 +345,13 @@ def test_backward_on_a_non_scalar_has_no_loss(gradscope, tmp_path):
     assert doc["history"] == [{"step": 0, "loss": None, "total_grad_norm": pytest.approx(128 ** 0.5, rel=1e-6),
                                "skipped": False}]
     assert doc["status"] == "ok"
+
+
+def test_a_failure_inside_the_monitor_is_an_internal_error(gradscope, tmp_path, monkeypatch):
+    from gradscope.monitor import run as run_monitor
+
+    monkeypatch.setattr(run_monitor, "_all_finite", None)  # calling it fails inside the monitor
+    script = tmp_path / "fine.py"
+    script.write_text("import gradscope as gs\nfrom gradscope import nn\nnn.Linear(2, 1)(gs.ones(1, 2)).sum().backward()\n")
+    result = gradscope("run", str(script), code=4)
+    assert "internal error: TypeError: 'NoneType' object is not callable" in result.stderr
