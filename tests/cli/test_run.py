@@ -352,6 +352,7 @@ def test_a_failure_inside_the_monitor_is_an_internal_error(gradscope, tmp_path, 
 
     monkeypatch.setattr(run_monitor, "_all_finite", None)  # calling it fails inside the monitor
     script = tmp_path / "fine.py"
-    script.write_text("import gradscope as gs\nfrom gradscope import nn\nnn.Linear(2, 1)(gs.ones(1, 2)).sum().backward()\n")
+    script.write_text("import gradscope as gs\nfrom gradscope import nn\n"
+                      "nn.Linear(2, 1)(gs.ones(1, 2)).sum().backward()\n")
     result = gradscope("run", str(script), code=4)
     assert "internal error: TypeError: 'NoneType' object is not callable" in result.stderr
