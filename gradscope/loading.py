@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 
 from gradscope.engines import Engine, EngineError, engine_of, get_engine, select_engine
 from gradscope.errors import ModelError
+from gradscope.utils.usercode import describe_raise, passes_through
 
 __all__ = ["ModelFileError", "UserCodeError", "Batch", "Workload", "load_model_file"]
 
@@ -107,7 +108,8 @@ class Workload:
         """Call ``batch(step)`` and check it returned ``(inputs, targets)``."""
         raw = self._call_user(f"batch({step})", self.batch_fn, step)
         if not isinstance(raw, (tuple, list)) or len(raw) != 2:
-            raise ModelFileError(f"{self.label}: batch({step}) returned {_describe(raw)}; "
+            what = f"{len(raw)} values" if isinstance(raw, (tuple, list)) else _describe(raw)
+            raise ModelFileError(f"{self.label}: batch({step}) returned {what}; "
                                  "expected a tuple (inputs, targets)")
         inputs, targets = raw
         inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -115,10 +117,7 @@ class Workload:
 
     def forward(self, batch: Batch) -> Any:
         """Run the model on ``batch.inputs``; an error names the failing module and its input shapes."""
-        try:
-            return self.model(*batch.inputs)
-        except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
-            raise UserCodeError(self._describe_failure("the model's forward", exc), exc) from exc
+        return self._call_user("the model's forward", self.model, *batch.inputs)
 
     def loss(self, batch: Batch) -> Any:
         """Forward pass and loss for ``batch``: a checked scalar tensor that requires grad."""
@@ -131,18 +130,19 @@ class Workload:
 
     def backward(self, loss: Any) -> None:
         """``loss.backward()``; an error (e.g. raised by the user's custom Function) becomes a ModelError."""
-        try:
-            loss.backward()
-        except Exception as exc:  # noqa: BLE001
-            if type(exc).__name__ == "AnomalyError":
-                raise
-            raise UserCodeError(self._describe_failure("backward", exc), exc) from exc
+        self._call_user("backward", loss.backward)
 
     def make_optimizer(self, lr: float) -> Any:
-        """The user's ``make_optimizer(parameters)``, or the engine's ``optim.SGD(parameters, lr=lr)``."""
+        """The user's ``make_optimizer(parameters)``, or the engine's ``optim.SGD(parameters, lr=lr)``.
+
+        ``make_optimizer`` may return ``(optimizer, scheduler)``: the scheduler then steps right
+        after every optimizer step.
+        """
         if self.optimizer_fn is None:
             return self.engine.sgd(self.model.parameters(), lr=lr)
         optimizer = self._call_user("make_optimizer(parameters)", self.optimizer_fn, self.model.parameters())
+        if isinstance(optimizer, tuple) and len(optimizer) == 2:
+            optimizer = self._with_scheduler(*optimizer)
         if not (hasattr(optimizer, "step") and hasattr(optimizer, "zero_grad")):
             raise ModelFileError(f"{self.label}: make_optimizer returned {_describe(optimizer)}; "
                                  "expected an optimizer (with step() and zero_grad())")
@@ -170,10 +170,29 @@ class Workload:
 
     # ------------------------------------------------------------------ helpers
     def _call_user(self, what: str, fn: Callable, *args: Any) -> Any:
+        """The one boundary around user code: whatever it raises (``SystemExit`` and stray
+        ``KeyboardInterrupt`` included) becomes a :class:`UserCodeError`, except real interrupts,
+        gradscope's own control flow and anomaly-mode errors, which pass through."""
         try:
             return fn(*args)
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - the user's code may raise anything
+            if passes_through(exc) or type(exc).__name__ == "AnomalyError":
+                raise
             raise UserCodeError(self._describe_failure(what, exc), exc) from exc
+
+    def _with_scheduler(self, optimizer: Any, scheduler: Any) -> Any:
+        if not hasattr(scheduler, "step"):
+            raise ModelFileError(f"{self.label}: make_optimizer returned (optimizer, {_describe(scheduler)}); "
+                                 "expected (optimizer, scheduler) with a scheduler that has step()")
+        optimizer_step = optimizer.step
+
+        def step(*args: Any, **kwargs: Any) -> Any:
+            result = optimizer_step(*args, **kwargs)
+            self._call_user("the scheduler's step()", scheduler.step)
+            return result
+
+        optimizer.step = step
+        return optimizer
 
     def _check_loss(self, value: Any, source: str) -> Any:
         if not self.engine.is_tensor(value):
@@ -187,7 +206,7 @@ class Workload:
         return value
 
     def _describe_failure(self, what: str, exc: BaseException) -> str:
-        message = f"{self.label}: {what} raised {type(exc).__name__}: {_first_line(exc)}"
+        message = f"{self.label}: {what} {describe_raise(exc)}"
         module_frame = None
         line = None
         for frame, lineno in _traceback_frames(exc):
@@ -258,10 +277,8 @@ def load_model_file(path: str | Path, seed: int = 0, engine: str | None = None) 
     except EngineError as exc:
         raise ModelFileError(f"{label}: {exc}") from exc
     workload = Workload(model=None, batch_fn=_no_batch, path=resolved, name=label)
-    try:
-        exec(code, module.__dict__)  # noqa: S102 - running the user's model file is the point
-    except Exception as exc:  # noqa: BLE001
-        raise UserCodeError(workload._describe_failure("running the model file", exc), exc) from exc
+    # running the user's model file is the point
+    workload._call_user("running the model file", exec, code, module.__dict__)  # noqa: S102
     namespace = module.__dict__
     workload.model = _find_model(workload, namespace, label)
     try:
@@ -345,11 +362,6 @@ def _describe(value: Any) -> str:
     if shape is not None:
         return f"a {type(value).__name__} of shape {tuple(shape)}"
     return f"a {type(value).__name__}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
 
 
 def _traceback_frames(exc: BaseException) -> Iterator[tuple[types.FrameType, int]]:

@@ -63,16 +63,16 @@ def _root_grads(outputs: tuple, grads: tuple, what: str) -> list:
         if not out.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
-            if out.data.size != 1:
+            if out._data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs "
                                    f"(output {i} has shape {list(out.shape)})")
-            arrays.append(np.ones(out.data.shape, dtype=out.data.dtype))
+            arrays.append(np.ones(out._data.shape, dtype=out._data.dtype))
         else:
-            data = g.data if isinstance(g, Tensor) else np.asarray(g, dtype=out.data.dtype)
-            if data.shape != out.data.shape:
+            data = g._data if isinstance(g, Tensor) else np.asarray(g, dtype=out._data.dtype)
+            if data.shape != out._data.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(data.shape)} "
-                                   f"and output[{i}] has a shape of {list(out.data.shape)}.")
-            arrays.append(np.array(data, dtype=out.data.dtype))
+                                   f"and output[{i}] has a shape of {list(out._data.shape)}.")
+            arrays.append(np.array(data, dtype=out._data.dtype))
     return arrays
 
 
@@ -104,7 +104,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     captured = run_backward(outputs, roots, bool(retain_graph), capture, accumulate=True)
     for t, g in zip(input_tensors, captured):
         if t.grad_fn is not None and g is not None:
-            t._grad = Tensor._make(np.array(g)) if t._grad is None else Tensor._make(t._grad.data + g)
+            t._grad = Tensor._make(np.array(g)) if t._grad is None else Tensor._make(t._grad._data + g)
 
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
@@ -136,7 +136,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
             if not allow_unused:
                 raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used "
                                    "in the graph. Set allow_unused=True if this is the desired behavior.")
-            final.append(Tensor._make(np.zeros_like(t.data)) if materialize_grads else None)
+            final.append(Tensor._make(np.zeros_like(t._data)) if materialize_grads else None)
         else:
             final.append(Tensor._make(g))
     return tuple(final)
@@ -191,7 +191,7 @@ def _check_hook_result(new: Any, old: np.ndarray, what: str) -> np.ndarray:
     if not isinstance(new, Tensor):
         raise TypeError(f"{what} hook returned an invalid value: expected a Tensor or None, got "
                         f"{type(new).__name__}")
-    data = new.data
+    data = new._data
     if data.shape != old.shape:
         raise RuntimeError(f"{what} hook changed the size of the gradient: expected {list(old.shape)}, "
                            f"got {list(data.shape)}")
@@ -241,10 +241,10 @@ def _replace_tuple(result: Any, old: list, fn: Node, what: str, expected: list) 
             if not isinstance(value, Tensor):
                 raise TypeError(f"{what} of {fn.name()} returned an invalid value: expected a Tensor or None, "
                                 f"got {type(value).__name__}")
-            if shape is not None and value.data.shape != shape:
+            if shape is not None and value._data.shape != shape:
                 raise RuntimeError(f"{what} of {fn.name()} changed the size of the gradient: expected "
-                                   f"{list(shape)}, got {list(value.data.shape)}")
-            new.append(value.data)
+                                   f"{list(shape)}, got {list(value._data.shape)}")
+            new.append(value._data)
         else:
             new.append(_check_hook_result(value, previous, f"{what} of {fn.name()}"))
     return new
@@ -276,7 +276,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if accumulate:
             needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
 
-    buffers: dict = {}
+    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes not yet run
     heap: list = []
     counter = 0
     for (node, nr), g in zip(root_edges, root_grads):
@@ -286,10 +286,17 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if buf is None:
             buf = buffers[node] = [None] * len(node._meta)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
+    # ``deps`` counts the gradients each node receives; ``remaining`` tracks, for the nodes that
+    # receive several, how many are still to come (a node receiving one is ready on arrival).
+    remaining: dict = {}
     for node in root_nodes:
-        if node in buffers and deps.get(node, 0) == 0:
-            heapq.heappush(heap, (-node._seq, counter, node))
-            counter += 1
+        if node in buffers:
+            if deps.get(node, 0) == 0:
+                heapq.heappush(heap, (-node._seq, counter, node))
+                counter += 1
+            else:  # its root gradient counts as one more, already arrived
+                deps[node] += 1
+                remaining[node] = deps[node] - 1
 
     check_anomaly = anomaly.state.enabled
     prev_mode = grad_mode._state.enabled
@@ -298,49 +305,83 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     heappush, heappop = heapq.heappush, heapq.heappop
     freed = _FREED
     stored: dict = {}  # id -> array of every gradient stored into a .grad by this pass
-    general = bool(capture_at) or check_anomaly  # every node needs the general path
+    general = capture is not None or check_anomaly  # every node needs the general path
     owned: set = set()  # buffer slots holding an array the engine allocated itself
+    # The next node to run and its buffer, kept out of the heap: it is the one the heap would
+    # pop next (its sequence number is above every queued one). In a chain every node is.
+    ready = ready_buf = None
     errstate = np.errstate(divide="ignore", invalid="ignore", over="ignore")
     errstate.__enter__()  # IEEE results (inf/nan) are what the user asked for; no numpy warnings
     try:
-        while heap:
-            fn = heappop(heap)[2]
-            buf = buffers.pop(fn)
-            if general or fn._slow:
+        while True:
+            if ready is not None:
+                fn, buf = ready, ready_buf
+                ready = None
+            elif heap:
+                fn = heappop(heap)[2]
+                buf = buffers.pop(fn)
+            else:
+                break
+            if general or fn._slow or fn._extras is not None:
                 grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
                     continue
                 if check_anomaly:
                     anomaly.check_node(fn, grads_in)
-            else:
+            else:  # one output, no hooks of any kind
                 g = buf[0]
-                if g is None:
+                if fn._single_input:
+                    grads_in = None  # its one gradient is ``g``
+                    if g is not None:
+                        g = fn.backward(g)
+                elif g is None:
                     grads_in = (None,) * len(fn._next)
-                elif fn._single_input:
-                    grads_in = (fn.backward(g),)
                 else:
                     grads_in = fn.backward(g)
             if not keep_graph and fn._saved is not None:
                 fn._saved = freed
                 fn._vcs = ()
+            if grads_in is None:
+                # One input whose only gradient this is, running next (a chain): hand it over
+                # without the loop over edges below, its buffer look-ups and the heap.
+                child, nr = fn._next[0]
+                if child is None:
+                    continue
+                if (nr == 0 and relevant is None and deps[child] == 1
+                        and (not heap or -heap[0][0] < child._seq)):
+                    if g is not None:
+                        shape, dtype = child._meta[0]
+                        if g.shape != shape:
+                            g = _fix_shape(fn, g, shape)
+                        if g.dtype is not dtype and g.dtype != dtype:
+                            g = g.astype(dtype)
+                    ready, ready_buf = child, [g]
+                    continue
+                grads_in = (g,)
             # hand the gradients to the input nodes
             for (child, nr), g in zip(fn._next, grads_in):
                 if child is None or (relevant is not None and child not in relevant):
                     continue
-                cbuf = buffers.get(child)
                 if g is not None:
                     shape, dtype = child._meta[nr]
                     if g.shape != shape:
                         g = _fix_shape(fn, g, shape)
                     if g.dtype is not dtype and g.dtype != dtype:
                         g = g.astype(dtype)
-                    if cbuf is None:
-                        if len(child._meta) == 1:
-                            buffers[child] = [g]
-                        else:
-                            cbuf = buffers[child] = [None] * len(child._meta)
-                            cbuf[nr] = g
+                count = deps[child]
+                if count == 1:  # the child's only gradient: it is ready now
+                    if nr == 0:
+                        cbuf = [g]  # (the general path pads the buffer of a several-output node)
                     else:
+                        cbuf = [None] * len(child._meta)
+                        cbuf[nr] = g
+                else:
+                    left = remaining.get(child, count) - 1
+                    cbuf = buffers.get(child)
+                    if cbuf is None:
+                        cbuf = buffers[child] = [None] * len(child._meta)
+                        cbuf[nr] = g
+                    elif g is not None:
                         old = cbuf[nr]
                         if old is None:
                             cbuf[nr] = g
@@ -353,12 +394,27 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                             else:
                                 total = np.asarray(total)
                             cbuf[nr] = total
-                elif cbuf is None:
-                    buffers[child] = [None] * len(child._meta)
-                remaining = deps[child] - 1
-                deps[child] = remaining
-                if remaining == 0:
-                    heappush(heap, (-child._seq, counter, child))
+                    if left:
+                        remaining[child] = left
+                        continue
+                    del buffers[child]
+                # the child is ready: run it next unless a queued node comes first
+                seq = child._seq
+                if ready is None:
+                    if heap and -heap[0][0] >= seq:
+                        buffers[child] = cbuf
+                        heappush(heap, (-seq, counter, child))
+                        counter += 1
+                    else:
+                        ready, ready_buf = child, cbuf
+                elif seq > ready._seq:
+                    buffers[ready] = ready_buf
+                    heappush(heap, (-ready._seq, counter, ready))
+                    counter += 1
+                    ready, ready_buf = child, cbuf
+                else:
+                    buffers[child] = cbuf
+                    heappush(heap, (-seq, counter, child))
                     counter += 1
         for callback in task.callbacks:
             callback()
@@ -374,6 +430,9 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     """Run one node with everything E5 of the contract allows: tensor hooks, retain_grad,
     capture, pre-hooks, compute, post-accumulate hooks, post-hooks. None means: skip it."""
     is_acc = type(fn) is AccumulateGrad
+    extras = fn._extras
+    if len(buf) < len(fn._meta):
+        buf += [None] * (len(fn._meta) - len(buf))
     # 1-2. tensor hooks of each output slot, then retain_grad capture
     exposed = False
     if is_acc:
@@ -381,20 +440,20 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
         if hooks and buf[0] is not None:
             buf[0] = _run_tensor_hooks(hooks, buf[0])
             exposed = True
-    elif fn._tensor_hooks is not None:
-        _run_slot_hooks(fn._tensor_hooks, buf)
-    if fn._retain is not None:
-        _retain_grads(fn, buf)
+    elif extras is not None and extras.tensor_hooks is not None:
+        _run_slot_hooks(extras.tensor_hooks, buf)
+    if extras is not None and extras.retain is not None:
+        _retain_grads(extras.retain, buf)
     if capture_at and fn in capture_at:
         for nr, index in capture_at[fn]:
             captured[index] = buf[nr]
         if needed is not None and fn not in needed:
             return None
     # 3. node pre-hooks
-    if fn._pre_hooks:
+    if extras is not None and extras.pre_hooks:
         exposed = True
         expected = [shape for shape, _ in fn._meta]
-        for hook in tuple(fn._pre_hooks.values()):
+        for hook in tuple(extras.pre_hooks.values()):
             result = hook(_wrap(buf))
             if result is not None:
                 buf = _replace_tuple(result, buf, fn, "hook", expected)
@@ -414,14 +473,14 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
         grads_in = (None,) * len(fn._next)
     else:
         grads_in = fn.backward(*buf)
-        if fn._single_input:
-            grads_in = (grads_in,)
+        if fn._single_input:  # the gradient of the first input; any other input gets None
+            grads_in = (grads_in,) + (None,) * (len(fn._next) - 1)
     # 6. node post-hooks
-    if fn._post_hooks:
+    if extras is not None and extras.post_hooks:
         grads_in = list(grads_in)
         outs = _wrap(buf)
         expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
-        for hook in tuple(fn._post_hooks.values()):
+        for hook in tuple(extras.post_hooks.values()):
             result = hook(_wrap(grads_in), outs)
             if result is not None:
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
@@ -435,8 +494,8 @@ def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:
                        f"expected shape compatible with {list(shape)}")
 
 
-def _retain_grads(fn: Node, buf: list) -> None:
-    for slot, ref in fn._retain.items():
+def _retain_grads(retain: dict, buf: list) -> None:
+    for slot, ref in retain.items():
         tensor = ref()
         g = buf[slot]
         if tensor is None or g is None:
@@ -444,7 +503,7 @@ def _retain_grads(fn: Node, buf: list) -> None:
         if tensor._grad is None:
             tensor._grad = Tensor._make(np.array(g))
         else:
-            tensor._grad.data = tensor._grad.data + g
+            tensor._grad._data = tensor._grad._data + g
 
 
 def _post_accumulate(variable: Tensor) -> None:

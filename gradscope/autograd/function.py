@@ -40,33 +40,28 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
     node._seq = _next_seq()
     node._saved = None
     node._vcs = ()
+    node._extras = None
     if _anomaly.enabled:
-        node._trace = anomaly.record_trace()
+        node._extra().trace = anomaly.record_trace()
     return node
 
 
 _NO_EDGE = (None, 0)
 
 
-def new_node1(cls: type, x: Tensor, scalar_operand: bool = False) -> Node | None:
-    """``new_node`` for the hot one-tensor case (``scalar_operand`` adds a ``(None, 0)`` edge)."""
-    if not _grad_state.enabled:
-        return None
-    fn = x.grad_fn
-    if fn is not None:
-        edge = (fn, x._output_nr)
-    elif x.requires_grad:
-        edge = (x._accumulator(), 0)
-    else:
-        return None
-    node = object.__new__(cls)
-    node._next = (edge, _NO_EDGE) if scalar_operand else (edge,)
-    node._seq = _next_seq()
-    node._saved = None
-    node._vcs = ()
-    if _anomaly.enabled:
-        node._trace = anomaly.record_trace()
-    return node
+_METAS: dict = {}
+
+
+def output_meta(out: np.ndarray) -> tuple:
+    """The ``_meta`` of a one-output node, ``((shape, dtype),)``: one shared tuple per shape and
+    dtype, so that a node adds no metadata objects for the garbage collector to track."""
+    key = (out.shape, out.dtype)
+    meta = _METAS.get(key)
+    if meta is None:
+        if len(_METAS) > 1024:
+            _METAS.clear()
+        meta = _METAS[key] = (key,)
+    return meta
 
 
 def result(out: np.ndarray, node: Node | None) -> Tensor:
@@ -74,25 +69,65 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
     if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
         out = np.asarray(out)
     t = object.__new__(Tensor)
-    t.data = out
+    t._data = out
     t._output_nr = 0
+    t._vc = None  # created on first use (see Tensor._version_counter)
     if node is None:
         t.requires_grad = False
         t.grad_fn = None
-        t._vc = None
         return t
     t.requires_grad = True
     t.grad_fn = node
-    node._meta = ((out.shape, out.dtype),)
+    meta = _METAS.get((out.shape, out.dtype))
+    node._meta = meta if meta is not None else output_meta(out)
     if node._save_output:
-        vc = t._vc = [0]
-        node._vcs = ((vc, 0, None),)
         if saved_tensor_hooks_stack:
             node._pack([out])
         else:
             node._saved = (out,)
-    else:
-        t._vc = None
+    return t
+
+
+def unary_result(cls: type, out: np.ndarray, x: Tensor, scalar_operand: bool = False) -> Tensor:
+    """``result(out, new_node(cls, (x,)))`` in one call, for the hot one-tensor ops.
+
+    ``scalar_operand`` gives the node a second, ``(None, 0)`` edge (``tensor * 2.0``).
+    """
+    if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
+        out = np.asarray(out)
+    t = object.__new__(Tensor)
+    t._data = out
+    t._output_nr = 0
+    t._vc = None
+    if _grad_state.enabled:
+        fn = x.grad_fn
+        if fn is not None:
+            edge = (fn, x._output_nr)
+        elif x.requires_grad:
+            edge = (x._accumulator(), 0)
+        else:
+            edge = None
+        if edge is not None:
+            node = object.__new__(cls)
+            node._next = (edge, _NO_EDGE) if scalar_operand else (edge,)
+            node._seq = _next_seq()
+            node._vcs = ()
+            node._extras = None
+            meta = _METAS.get((out.shape, out.dtype))
+            node._meta = meta if meta is not None else output_meta(out)
+            if not cls._save_output:
+                node._saved = None
+            elif saved_tensor_hooks_stack:
+                node._pack([out])
+            else:
+                node._saved = (out,)
+            if _anomaly.enabled:
+                node._extra().trace = anomaly.record_trace()
+            t.requires_grad = True
+            t.grad_fn = node
+            return t
+    t.requires_grad = False
+    t.grad_fn = None
     return t
 
 
@@ -108,8 +143,8 @@ def results(outs: list, node: Node | None) -> tuple:
             t._output_nr = index
         tensors.append(t)
     if node is not None:
+        node._extra()  # several outputs: the engine's general path hands each its gradient
         node._meta = tuple((o.shape, o.dtype) for o in outs)
-        node._slow = True
     return tuple(tensors)
 
 
@@ -169,7 +204,7 @@ class FunctionCtx(Node):
                 continue
             if g is not None and not isinstance(g, Tensor):
                 g = Tensor._make(np.asarray(g))
-            out.append(None if g is None else g.data)
+            out.append(None if g is None else g._data)
         return tuple(out)
 
 
@@ -203,6 +238,7 @@ class Function(metaclass=_FunctionMeta):
             ctx = object.__new__(cls._backward_cls)
             ctx._saved = None
             ctx._vcs = ()
+            ctx._extras = None
             ctx._next = ()
             ctx._seq = -1
             recording = False
@@ -224,13 +260,13 @@ class Function(metaclass=_FunctionMeta):
                 if any(out is a for a in tensor_args):
                     out = out.view_as(out)
                     out.grad_fn = None
-                t = Tensor._make(out.data)
+                t = Tensor._make(out._data)
                 t._vc = out._version_counter()
-                if id(out) not in ctx._non_differentiable and out.data.dtype.kind == "f":
+                if id(out) not in ctx._non_differentiable and out._data.dtype.kind == "f":
                     t.requires_grad = True
                     t.grad_fn = ctx
                     t._output_nr = len(metas)
-                metas.append((out.data.shape, out.data.dtype))
+                metas.append((out._data.shape, out._data.dtype))
                 wrapped.append(t)
             ctx._meta = tuple(metas)
             if ctx._to_save:

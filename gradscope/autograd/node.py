@@ -31,28 +31,41 @@ _FREED_MESSAGE = (
     "graph a second time or if you need to access saved tensors after calling backward.")
 
 
+class NodeExtras:
+    """The rarely used state of a node (hooks, retain_grad, saved-tensor unpacking, metadata,
+    anomaly trace), kept apart so that a plain node carries one empty slot for all of it."""
+
+    __slots__ = ("pre_hooks", "post_hooks", "tensor_hooks", "retain", "unpack", "metadata", "trace")
+
+    def __init__(self) -> None:
+        self.pre_hooks: OrderedDict | None = None
+        self.post_hooks: OrderedDict | None = None
+        self.tensor_hooks: dict | None = None  # output slot -> OrderedDict of tensor hooks
+        self.retain: dict | None = None  # output slot -> weakref of a tensor that retains grad
+        self.unpack: Callable | None = None
+        self.metadata: dict | None = None
+        self.trace: Any = None
+
+
 class Node:
     """Base class of every backward node.
 
     Subclasses implement ``backward(self, *grads)``; ``grads`` are numpy arrays (one per node
     output; ``None`` for an output that received no gradient), and the return value is a
     tuple with one entry per input edge, or a single array for one-input nodes.
+
+    A node has no ``__dict__`` (as in PyTorch, attributes cannot be added to it): each op's
+    subclass declares its own slots, and everything rare lives in ``_extras``.
     """
 
-    __slots__ = ("_next", "_seq", "_saved", "_vcs", "_meta", "__dict__", "__weakref__")
+    __slots__ = ("_next", "_seq", "_saved", "_vcs", "_meta", "_extras", "__weakref__")
 
-    # Rarely used attributes live in __dict__ with these class defaults.
-    _pre_hooks: OrderedDict | None = None
-    _post_hooks: OrderedDict | None = None
-    _tensor_hooks: dict | None = None
-    _retain: dict | None = None
-    _unpack: Callable | None = None
-    _metadata: dict | None = None
-    _trace: Any = None
     _save_output = False
+    # ``backward`` returns one array: the gradient of the first input (any further input edge
+    # is never differentiable, e.g. the scalar of ``tensor * 2.0``).
     _single_input = True
-    # True when the engine must take its general path for this node: hooks, retain_grad,
-    # several outputs, or an AccumulateGrad.
+    # True for node types that always need the engine's general path (several outputs,
+    # AccumulateGrad, user-defined Functions); nodes with ``_extras`` take it as well.
     _slow = False
 
     def name(self) -> str:
@@ -70,9 +83,22 @@ class Node:
     @property
     def metadata(self) -> dict:
         """A dict for users to attach information to this node."""
-        if self._metadata is None:
-            self._metadata = {}
-        return self._metadata
+        extras = self._extra()
+        if extras.metadata is None:
+            extras.metadata = {}
+        return extras.metadata
+
+    @property
+    def _trace(self) -> Any:
+        """The creation stack anomaly mode recorded for this node, or None."""
+        return None if self._extras is None else self._extras.trace
+
+    def _extra(self) -> NodeExtras:
+        """The node's rare state, created on first use (the engine then runs it on its general path)."""
+        extras = self._extras
+        if extras is None:
+            extras = self._extras = NodeExtras()
+        return extras
 
     def _num_outputs(self) -> int:
         return len(self._meta)
@@ -80,25 +106,25 @@ class Node:
     # ---------------------------------------------------------------- hooks
     def register_prehook(self, fn: Callable) -> RemovableHandle:
         """Register ``fn(grad_outputs) -> tuple | None``, called before the node computes."""
-        if self._pre_hooks is None:
-            self._pre_hooks = OrderedDict()
-        self._slow = True
-        return add_hook(self._pre_hooks, fn)
+        extras = self._extra()
+        if extras.pre_hooks is None:
+            extras.pre_hooks = OrderedDict()
+        return add_hook(extras.pre_hooks, fn)
 
     def register_hook(self, fn: Callable) -> RemovableHandle:
         """Register ``fn(grad_inputs, grad_outputs) -> tuple | None``, called after it computes."""
-        if self._post_hooks is None:
-            self._post_hooks = OrderedDict()
-        self._slow = True
-        return add_hook(self._post_hooks, fn)
+        extras = self._extra()
+        if extras.post_hooks is None:
+            extras.post_hooks = OrderedDict()
+        return add_hook(extras.post_hooks, fn)
 
     def _hooks_for_slot(self, slot: int) -> OrderedDict:
-        if self._tensor_hooks is None:
-            self._tensor_hooks = {}
-        self._slow = True
-        hooks = self._tensor_hooks.get(slot)
+        extras = self._extra()
+        if extras.tensor_hooks is None:
+            extras.tensor_hooks = {}
+        hooks = extras.tensor_hooks.get(slot)
         if hooks is None:
-            hooks = self._tensor_hooks[slot] = OrderedDict()
+            hooks = extras.tensor_hooks[slot] = OrderedDict()
         return hooks
 
     # ---------------------------------------------------------------- saved tensors
@@ -109,40 +135,46 @@ class Node:
         for t in tensors:
             if t is None:
                 arrays.append(None)
-                vcs.append(None)
                 continue
             vc = t._version_counter()
             vcs.append((vc, vc[0], t))
-            arrays.append(t.data)
-        self._vcs = vcs
+            arrays.append(t._data)
+        self._vcs = tuple(vcs)
         if saved_tensor_hooks_stack:
             self._pack(arrays)
         else:
-            self._saved = arrays
+            self._saved = tuple(arrays)
+
+    def _watch_output(self, vc: list) -> None:
+        """Check ``vc``, the version counter of the output this node saved, on every read."""
+        self._vcs = (*self._vcs, (vc, vc[0], None))
 
     def _pack(self, arrays: list) -> None:
         from gradscope.autograd.tensor import Tensor
 
         pack, unpack = saved_tensor_hooks_stack[-1]
-        self._unpack = unpack
+        self._extra().unpack = unpack
         self._saved = [None if a is None else pack(Tensor._make(a)) for a in arrays]
 
     def saved(self) -> list:
         """The saved arrays; raises if they were freed or modified in place since saving."""
         saved = self._saved
+        if saved.__class__ is tuple and not self._vcs:  # not freed, not packed, nothing to check
+            return saved
         if saved is _FREED:
             raise RuntimeError(_FREED_MESSAGE)
         for entry in self._vcs:
-            if entry is not None and entry[0][0] != entry[1]:
+            if entry[0][0] != entry[1]:
                 self._raise_modified(entry)
-        if self.__dict__ and self._unpack is not None:
+        if self._extras is not None and self._extras.unpack is not None:
+            unpack = self._extras.unpack
             out = []
             for packed in saved:
                 if packed is None:
                     out.append(None)
                     continue
-                value = self._unpack(packed)
-                out.append(value.data if hasattr(value, "data") else np.asarray(value))
+                value = unpack(packed)
+                out.append(value._data if hasattr(value, "_data") else np.asarray(value))
             return out
         return saved
 
@@ -180,7 +212,8 @@ class AccumulateGrad(Node):
         self._seq = ACCUMULATE_SEQ
         self._saved = None
         self._vcs = ()
-        self._meta = ((variable.data.shape, variable.data.dtype),)
+        self._extras = None
+        self._meta = ((variable._data.shape, variable._data.dtype),)
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
@@ -194,11 +227,11 @@ class AccumulateGrad(Node):
         if old is None:
             variable._grad = variable._make(grad)
         else:
-            data = old.data
+            data = old._data
             if data.shape == grad.shape and data.flags.writeable:
                 np.add(data, grad, out=data, casting="unsafe")
             else:
-                old.data = data + grad
+                old._data = data + grad
         return ()
 
 

@@ -176,6 +176,12 @@ class Engine:
         """The tensor's device as a string (``"cuda:0"``), or None on the CPU-only engine."""
         return None
 
+    def storage_key(self, tensor: Any) -> tuple:
+        """Where a tensor's values live, as ``(address, bytes, shape)``: aliases and detached copies
+        of one tensor share the key."""
+        array = self.to_numpy(tensor)
+        return array.__array_interface__["data"][0], array.nbytes, array.shape
+
     def dtype_name(self, tensor: Any) -> str:
         """The dtype's short name: ``"float32"``, ``"bfloat16"``, ``"int64"``, ..."""
         return str(tensor.dtype).rpartition(".")[2]

@@ -58,19 +58,19 @@ class NativeEngine(Engine):
         return tuple(tuple(int(size) for size in shape) for shape, _ in node._meta or ())
 
     def to_numpy(self, tensor: Any) -> np.ndarray:
-        return tensor.data
+        return tensor._data
 
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
-        return squared_norms_of_arrays([None if tensor is None else tensor.data for tensor in tensors])
+        return squared_norms_of_arrays([None if tensor is None else tensor._data for tensor in tensors])
 
     def clone(self, tensor: Any) -> Any:
-        return Tensor._make(tensor.data.copy())
+        return Tensor._make(tensor._data.copy())
 
     def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
         if into is None:
-            return [Tensor._make(tensor.data.copy()) for tensor in tensors]
+            return [Tensor._make(tensor._data.copy()) for tensor in tensors]
         for target, tensor in zip(into, tensors, strict=True):
-            np.copyto(target.data, tensor.data)
+            np.copyto(target._data, tensor._data)
         return list(into)
 
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:

@@ -154,6 +154,9 @@ class TorchEngine(Engine):
             if key.startswith("cuda:") and torch.cuda.is_available():
                 torch.cuda.set_rng_state(torch.from_numpy(np.array(value, dtype=np.uint8)), device=key)
 
+    def storage_key(self, tensor: Any) -> tuple:
+        return tensor.data_ptr(), tensor.numel() * tensor.element_size(), tuple(tensor.shape)
+
     def copy_into(self, target: Any, value: Any) -> None:
         if isinstance(value, np.ndarray):
             value = torch.from_numpy(np.array(value))

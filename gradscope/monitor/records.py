@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CHECKS = ("nonfinite", "no_grad", "dead", "vanishing", "exploding", "unchanged", "loss_not_decreasing",
-          "gradcheck")
+          "gradcheck", "loss_broadcast", "divergence")
 
 # The named checks of ``gradscope check`` and the finding kinds each one fails on, in run order.
 CHECK_FINDINGS = {
+    "loss_shapes_match": ("loss_broadcast",),
     "finite": ("nonfinite",),
     "gradients_reach_parameters": ("no_grad",),
     "no_dead_parameters": ("dead",),
@@ -29,12 +30,16 @@ class Finding:
 
     Attributes:
         check: one of :data:`CHECKS`.
-        severity: ``"error"`` or ``"warning"``.
+        severity: ``"error"``, ``"warning"`` or ``"info"`` (a note that fails nothing, e.g. a
+            gradient that is zero by construction).
         message: one sentence a person can act on.
         module: dotted module path ("" is the model itself), or None.
         parameter: dotted parameter name, or None.
         value: the measured number, or None.
         threshold: the limit it was compared with, or None.
+        source: ``file:line`` of the code the finding points at (e.g. a ``.detach()``), or None.
+        parameters: every parameter the finding covers, when it covers several (one finding per
+            module rather than one per parameter).
     """
 
     check: str
@@ -44,6 +49,8 @@ class Finding:
     parameter: str | None = None
     value: float | None = None
     threshold: float | None = None
+    source: str | None = None
+    parameters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,25 @@ class NonFiniteOrigin:
 
 
 @dataclass(frozen=True)
+class Divergence:
+    """The loss jumped by orders of magnitude from one step to the next.
+
+    Attributes:
+        step: the step whose loss jumped (the update of ``step - 1`` caused it).
+        loss_before: the loss of ``step - 1``.
+        loss_after: the loss of ``step``.
+        update_ratios: ``(parameter, |Δp| / |p|)`` of the update in between, in model order.
+        zeroed_layers: layers whose gradient norm was positive before and is exactly zero now.
+    """
+
+    step: int
+    loss_before: float
+    loss_after: float
+    update_ratios: tuple[tuple[str, float], ...]
+    zeroed_layers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class WatchReport:
     """The outcome of ``watch`` (or of a replay).
 
@@ -161,6 +187,8 @@ class WatchReport:
     first_nonfinite: NonFiniteOrigin | None
     history: tuple[StepRecord, ...]
     bundle: str | None = None
+    findings: tuple[Finding, ...] = ()
+    divergence: Divergence | None = None
 
 
 @dataclass(frozen=True)
@@ -197,9 +225,11 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """All checks and the findings behind the failing ones."""
+    """All checks and the findings behind the failing ones (``waived``: how many findings the
+    user's waivers left out)."""
 
     model: str
     passed: bool
     checks: tuple[CheckResult, ...]
     findings: tuple[Finding, ...]
+    waived: int = 0

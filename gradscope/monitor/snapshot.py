@@ -20,6 +20,7 @@ import numpy as np
 
 from gradscope.engines import Engine, engine_of, get_engine
 from gradscope.errors import GradscopeError
+from gradscope.utils.files import atomic_write
 
 BUNDLE_FORMAT = "gradscope.bundle/1"
 
@@ -96,7 +97,11 @@ class Snapshot:
         _copy_into(engine, "buffer", dict(model.named_buffers()), self.buffers)
         model.zero_grad(set_to_none=True)
         if optimizer is not None:
-            optimizer.load_state_dict(self._value(engine, self.optimizer_state))
+            try:
+                optimizer.load_state_dict(self._value(engine, self.optimizer_state))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise BundleError(f"the bundle's optimizer state does not fit the model's optimizer "
+                                  f"({type(optimizer).__name__}): {exc}") from exc
         engine.set_rng_state(self.rng_state)
         return self._value(engine, self.batch)
 
@@ -125,28 +130,20 @@ class Snapshot:
                 "optimizer_state": optimizer_spec, "batch": batch_spec, **(extra or {})}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
         try:
-            with open(path, "wb") as file:
-                np.savez_compressed(file, **arrays)
+            atomic_write(path, lambda file: np.savez_compressed(file, **arrays))
         except OSError as exc:
-            raise BundleError(f"cannot write the replay bundle {path}: {exc}") from exc
+            raise BundleError(f"cannot write the replay bundle {path}: {exc.strerror or exc}") from exc
 
     @classmethod
     def load(cls, path: str | Path) -> tuple["Snapshot", dict[str, Any]]:
-        """Read a bundle written by :meth:`save`; returns the snapshot and the metadata."""
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-        except FileNotFoundError as exc:
-            raise BundleError(f"{path}: replay bundle not found") from exc
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"{path}: not a gradscope replay bundle ({exc})") from exc
-        try:
-            meta = json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
-        except (KeyError, ValueError) as exc:
-            raise BundleError(f"{path}: not a gradscope replay bundle (no metadata)") from exc
-        if meta.get("format") != BUNDLE_FORMAT:
-            raise BundleError(f"{path}: unsupported bundle format {meta.get('format')!r}; "
-                              f"expected {BUNDLE_FORMAT}")
+        """Read a bundle written by :meth:`save`; returns the snapshot and the metadata.
+
+        Raises:
+            BundleError: the file is missing or malformed (checked by :mod:`.bundle_format`).
+        """
+        from gradscope.monitor.bundle_format import read_bundle
+
+        arrays, meta = read_bundle(path)
         rng_state = {"cpu": arrays["rng"]}
         rng_state.update({key[4:]: value for key, value in arrays.items() if key.startswith("rng/")})
         snapshot = cls(
@@ -201,7 +198,7 @@ def _clone(engine: Engine, value: Any) -> Any:
 def _encode(engine: Engine, value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
     """A JSON description of ``value``; tensors and arrays go into ``arrays`` (copied)."""
     if engine.is_tensor(value):
-        key = f"{prefix}/{len(arrays)}"
+        key = _next_key(prefix, arrays)
         arrays[key] = np.array(engine.to_numpy(value))
         spec = {"tensor": key, "requires_grad": bool(value.requires_grad), "dtype": engine.dtype_name(value)}
         device = engine.describe_device(value)
@@ -209,7 +206,7 @@ def _encode(engine: Engine, value: Any, prefix: str, arrays: dict[str, np.ndarra
             spec["device"] = device
         return spec
     if isinstance(value, np.ndarray):
-        key = f"{prefix}/{len(arrays)}"
+        key = _next_key(prefix, arrays)
         arrays[key] = np.array(value)
         return {"array": key}
     if isinstance(value, (tuple, list)):
@@ -222,6 +219,11 @@ def _encode(engine: Engine, value: Any, prefix: str, arrays: dict[str, np.ndarra
         return {"value": value}
     raise BundleError(f"cannot store a {type(value).__name__} in a replay bundle "
                       "(only tensors, arrays, numbers, strings, tuples, lists and dicts)")
+
+
+def _next_key(prefix: str, arrays: dict[str, np.ndarray]) -> str:
+    """The next free member name under ``prefix`` (``batch/0``, ``batch/1``, ...)."""
+    return f"{prefix}/{sum(1 for key in arrays if key.startswith(prefix + '/'))}"
 
 
 def _decode(engine: Engine, spec: Any, arrays: dict[str, np.ndarray]) -> Any:

@@ -11,12 +11,14 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from gradscope.engines import Engine
 from gradscope.loading import Batch, Workload
+from gradscope.monitor.analysis import Waiver, apply_waivers, divergence_finding
+from gradscope.monitor.diagnose import DivergenceTracker
 from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFiniteTracer
-from gradscope.monitor.records import NonFiniteOrigin, StepRecord, WatchReport
+from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
 from gradscope.monitor.stats import module_of
 
@@ -32,6 +34,7 @@ class WatchOptions:
         inf: the same for Inf.
         clip: clip the total gradient norm to this value before each update (None: no clipping).
         bundle: where to write the replay bundle of the failing step (None: no bundle).
+        waivers: findings the user accepts (``--ignore``).
     """
 
     steps: int = 10
@@ -40,6 +43,12 @@ class WatchOptions:
     inf: bool = False
     clip: float | None = None
     bundle: str | None = None
+    waivers: tuple[Waiver, ...] = ()
+
+
+# ``progress(stage, done, total)``: called while a long silent operation (the re-run that
+# localises a non-finite value) advances.
+Progress = Callable[[str, int, int], None]
 
 
 class Watcher:
@@ -57,15 +66,18 @@ class Watcher:
         report = watcher.report()
     """
 
-    def __init__(self, workload: Workload, options: WatchOptions) -> None:
+    def __init__(self, workload: Workload, options: WatchOptions, progress: Progress | None = None) -> None:
         self.workload = workload
         self.options = options
+        self.progress = progress
+        self.divergence = DivergenceTracker(workload.engine)
         self.history: list[StepRecord] = []
         self.origin: NonFiniteOrigin | None = None
         self.bundle: str | None = None
         self.saw_nonfinite = False
         self.optimizer: Any = None
         self.update_made_nonfinite = False
+        self.failing_snapshot: Snapshot | None = None
 
     @property
     def stops_on_nonfinite(self) -> bool:
@@ -92,15 +104,19 @@ class Watcher:
             if self.stops_on_nonfinite:
                 snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label, engine,
                                             named=named, reuse=spare)
+            self.divergence.start(parameters, snapshot.parameters if snapshot is not None else None)
             last = step == self.options.steps - 1
             record, stop = self._train_step(step, batch, parameters, check_update=last)
+            self.divergence.finish(record)
             self.history.append(record)
             if record.nonfinite is not None:
                 self.saw_nonfinite = True
             if stop and snapshot is not None:
                 before_forward = record.nonfinite == "parameter" and not self.update_made_nonfinite
                 failing = previous if before_forward and previous is not None else snapshot
-                self.origin = localize(self.workload, failing, self.optimizer, clip=self.options.clip)
+                self.failing_snapshot = failing
+                self.origin = localize(self.workload, failing, self.optimizer, clip=self.options.clip,
+                                       progress=self.progress)
                 if self.options.bundle is not None:
                     failing.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
                     self.bundle = self.options.bundle
@@ -117,8 +133,15 @@ class Watcher:
             status = "nonfinite"
         else:
             status = "ok"
+        divergence = self.divergence.divergence
+        findings: list[Finding] = []
+        if divergence is not None:
+            findings.append(divergence_finding(divergence.step, divergence.loss_before, divergence.loss_after,
+                                               divergence.update_ratios, divergence.zeroed_layers))
+        kept, _ = apply_waivers(findings, self.options.waivers)
         return WatchReport(model=self.workload.label, steps_run=len(self.history), status=status,
-                           first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle)
+                           first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle,
+                           findings=kept, divergence=divergence if kept else None)
 
     def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]],
                     check_update: bool = False) -> tuple[StepRecord, bool]:
@@ -181,7 +204,7 @@ class Watcher:
 
 
 def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
-             clip: float | None = None) -> NonFiniteOrigin | None:
+             clip: float | None = None, progress: Progress | None = None) -> NonFiniteOrigin | None:
     """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started.
 
     1. Forward pass with global forward hooks (and line tracing of the model file): the first module
@@ -193,6 +216,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
 
     The model and optimizer are left in the snapshot's state with gradients reset.
     """
+    report = progress or (lambda stage, done, total: None)
     model = workload.model
     engine = workload.engine
     step = snapshot.step
@@ -201,10 +225,18 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
     data_kind = _first_nonfinite(engine, batch.inputs)
     if data_kind is not None:
         origin = NonFiniteOrigin(step=step, phase="forward", module=None, node="input data", source=None,
-                                 kind=data_kind, detail=f"batch({step}) returned inputs that already hold {data_kind}")
+                                 kind=data_kind, detail=f"batch({step}) returned inputs containing {data_kind}")
+        snapshot.restore(model, optimizer)
+        return origin
+    target_kind = _first_nonfinite(engine, (batch.targets,))
+    if target_kind is not None:
+        origin = NonFiniteOrigin(step=step, phase="forward", module=None, node="target data", source=None,
+                                 kind=target_kind,
+                                 detail=f"batch({step}) returned targets containing {target_kind}")
         snapshot.restore(model, optimizer)
         return origin
 
+    report(f"locating the non-finite value of step {step}: forward pass", 0, 2)
     forward = ForwardNonFiniteTracer(model, workload.path, engine)
     with forward:
         loss = workload.loss(_tracking_inputs(batch))
@@ -215,6 +247,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         return origin
 
     batch = _as_batch(snapshot.restore(model, optimizer))
+    report(f"locating the non-finite value of step {step}: backward pass", 1, 2)
     backward = BackwardNonFiniteTracer(model, engine)
     with backward:
         with engine.record_creation_traces():

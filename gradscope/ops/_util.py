@@ -12,6 +12,30 @@ F64 = np.dtype(np.float64)
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
 
+_SCALAR_ARRAYS: dict = {}
+
+
+def scalar_array(value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a cached read-only 0-d array of ``dtype``: numpy combines an array with it
+    several times faster than with a python scalar, which it must convert on every call.
+
+    Zero is never cached: ``0.0 == -0.0`` (and they hash alike), but ``x * -0.0`` must give
+    ``-0.`` where ``x * 0.0`` gives ``+0.``. Any other equal key converts to the same array
+    (a NaN only matches itself, the same object, so its bits are kept as well).
+    """
+    if not value:
+        return np.array(value, dtype=dtype)
+    key = (value, dtype)
+    arr = _SCALAR_ARRAYS.get(key)
+    if arr is None:
+        if len(_SCALAR_ARRAYS) > 512:
+            _SCALAR_ARRAYS.clear()
+        arr = np.array(value, dtype=dtype)
+        arr.flags.writeable = False
+        _SCALAR_ARRAYS[key] = arr
+    return arr
+
+
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum ``grad`` over the axes that broadcasting added or stretched, to give ``shape``."""
     if grad.shape == shape:
@@ -28,7 +52,7 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
 def operand(x: Any) -> Any:
     """The numpy value of an op operand: a Tensor's array, a python scalar as is, else an array."""
     if isinstance(x, Tensor):
-        return x.data
+        return x._data
     if isinstance(x, (int, float, bool)):
         return x
     if isinstance(x, np.ndarray):
@@ -43,7 +67,7 @@ def fix_float(out: np.ndarray, a: Any, b: Any = None) -> np.ndarray:
     float64 (python floats and integer tensors promote to float32)."""
     if out.dtype == F64:
         for x in (a, b):
-            if isinstance(x, Tensor) and x.data.dtype == F64 and x.data.ndim > 0:
+            if isinstance(x, Tensor) and x._data.dtype == F64 and x._data.ndim > 0:
                 return out
             if isinstance(x, np.ndarray) and x.dtype == F64 and x.ndim > 0:
                 return out
@@ -57,7 +81,7 @@ def _zero_dim_f64_only(a: Any, b: Any) -> bool:
     """True when the only float64 operands are 0-d and no other operand is a float tensor."""
     saw_f64 = False
     for x in (a, b):
-        data = x.data if isinstance(x, Tensor) else x
+        data = x._data if isinstance(x, Tensor) else x
         if isinstance(data, np.ndarray):
             if data.dtype == F64:
                 saw_f64 = True
@@ -68,7 +92,7 @@ def _zero_dim_f64_only(a: Any, b: Any) -> bool:
 
 def float_input(x: Tensor) -> np.ndarray:
     """The array of ``x`` as floating point (integers become float32), for float-only ops."""
-    data = x.data
+    data = x._data
     if data.dtype.kind != "f":
         return data.astype(F32)
     return data

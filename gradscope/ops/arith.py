@@ -5,26 +5,10 @@ from typing import Any
 
 import numpy as np
 
-from gradscope.autograd.function import new_node, new_node1, result
-from gradscope.autograd.node import Node
+from gradscope.autograd.function import new_node, result, unary_result
+from gradscope.autograd.node import _FREED, _FREED_MESSAGE, Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import fix_float, operand, unbroadcast
-
-
-_SCALAR_ARRAYS: dict = {}
-
-
-def _scalar_array(value: Any, dtype: np.dtype) -> np.ndarray:
-    """A cached read-only 0-d array: numpy multiplies by it faster than by a python float."""
-    key = (value, type(value), dtype)
-    arr = _SCALAR_ARRAYS.get(key)
-    if arr is None:
-        if len(_SCALAR_ARRAYS) > 512:
-            _SCALAR_ARRAYS.clear()
-        arr = np.array(value, dtype=dtype)
-        arr.flags.writeable = False
-        _SCALAR_ARRAYS[key] = arr
-    return arr
+from gradscope.ops._util import fix_float, operand, scalar_array, unbroadcast
 
 
 def _edges(a: Any, b: Any) -> tuple:
@@ -95,54 +79,70 @@ class RsubBackward1(Node):
 
 def rsub(input: Tensor, other: Any) -> Tensor:
     """``other - input`` for a python-scalar ``other``."""
-    out_arr = fix_float(np.asarray(operand(other) - input.data), input)
+    out_arr = fix_float(np.asarray(operand(other) - input._data), input)
     return result(out_arr, new_node(RsubBackward1, (input,)))
 
 
 class MulBackward0(Node):
-    __slots__ = ("scalar", "shape_a", "shape_b")
+    __slots__ = ("shape_a", "shape_b")
     _single_input = False
 
     def backward(self, g):
         (node_a, _), (node_b, _) = self._next
-        saved = self.saved()
-        if not saved:
-            return (g * self.scalar, None)
-        a, b = saved
+        a, b = self.saved()
         ga = unbroadcast(g * b, self.shape_a) if node_a is not None else None
         gb = unbroadcast(g * a, self.shape_b) if node_b is not None else None
         return ga, gb
+
+
+class _MulScalarBackward(Node):
+    """``tensor * python scalar``: PyTorch's MulBackward0 with a ``(None, 0)`` second edge; its
+    own class so that the engine's one-input path runs it."""
+
+    __slots__ = ("scalar",)
+
+    def backward(self, g):
+        if self._saved is _FREED:  # the scalar counts as saved: a second backward must fail
+            raise RuntimeError(_FREED_MESSAGE)
+        return g * self.scalar
+
+
+_MulScalarBackward.__name__ = _MulScalarBackward.__qualname__ = "MulBackward0"
 
 
 def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     """Elementwise product with broadcasting."""
     other_type = type(other)
     if (other_type is float or other_type is int) and isinstance(input, Tensor):
-        data = input.data
+        data = input._data
         if data.dtype.kind == "f":
-            scalar = _scalar_array(other, data.dtype)
-            node = new_node1(MulBackward0, input, scalar_operand=True)
+            scalar = scalar_array(other, data.dtype)
+            product = unary_result(_MulScalarBackward, data * scalar, input, scalar_operand=True)
+            node = product.grad_fn
             if node is not None:
                 node.scalar = scalar
-                node._saved = ()  # saves the scalar: a second backward must still fail
-            return result(data * scalar, node)
+                node._saved = ()
+            return product
     if not isinstance(input, Tensor):
         input, other = other, input
-    a, b = input.data, operand(other)
+    a, b = input._data, operand(other)
     out_arr = a * b
     if out_arr.dtype.itemsize == 8 and out_arr.dtype.kind == "f":
         out_arr = fix_float(out_arr, input, other)
-    other_t = other if isinstance(other, Tensor) else None
-    node = new_node(MulBackward0, (input, other_t))
-    if node is not None:
-        if other_t is None:
-            node.scalar = b
-            node._saved = ()  # saves the scalar: a second backward must still fail
-        else:
+    if isinstance(b, np.ndarray):
+        other_t = other if isinstance(other, Tensor) else Tensor._make(b)
+        node = new_node(MulBackward0, (input, other_t))
+        if node is not None:
             node.shape_a = a.shape
             node.shape_b = b.shape
             node.save(input, other_t)
-    return result(out_arr, node)
+        return result(out_arr, node)
+    product = unary_result(_MulScalarBackward, out_arr, input, scalar_operand=True)
+    node = product.grad_fn
+    if node is not None:
+        node.scalar = b
+        node._saved = ()
+    return product
 
 
 class DivBackward0(Node):
@@ -174,7 +174,7 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None, out: Any = 
     node = new_node(DivBackward0, _edges(input, other))
     if node is not None:
         if isinstance(input, Tensor) and isinstance(other, Tensor):
-            node.shape_a, node.shape_b = input.data.shape, other.data.shape
+            node.shape_a, node.shape_b = input._data.shape, other._data.shape
             node.save(input, other)
         elif isinstance(input, Tensor):
             node.scalar = b
@@ -197,9 +197,9 @@ class NegBackward0(Node):
 
 
 def neg(input: Tensor) -> Tensor:
-    if input.data.dtype == np.bool_:
+    if input._data.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported.")
-    return result(-input.data, new_node(NegBackward0, (input,)))
+    return result(-input._data, new_node(NegBackward0, (input,)))
 
 
 class PowBackward0(Node):
@@ -240,6 +240,7 @@ class PowBackward2(Node):
     """scalar ** tensor."""
 
     __slots__ = ("base",)
+    _save_output = True
 
     def backward(self, g):
         (out,) = self.saved()
@@ -268,7 +269,6 @@ def pow(input: Any, exponent: Any) -> Tensor:
     node = new_node(PowBackward2, (exponent,))
     if node is not None:
         node.base = a
-        node._save_output = True
     return result(out_arr, node)
 
 
@@ -410,23 +410,23 @@ logical_xor = _compare(np.logical_xor)
 
 
 def logical_not(input: Tensor) -> Tensor:
-    return Tensor._make(np.logical_not(input.data))
+    return Tensor._make(np.logical_not(input._data))
 
 
 def bitwise_not(input: Tensor) -> Tensor:
-    return Tensor._make(np.invert(input.data))
+    return Tensor._make(np.invert(input._data))
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
-    return input.data.shape == other.data.shape and bool(np.array_equal(input.data, other.data))
+    return input._data.shape == other._data.shape and bool(np.array_equal(input._data, other._data))
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
-    return bool(np.allclose(input.data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(np.allclose(input._data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(input: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
-    return Tensor._make(np.isclose(input.data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return Tensor._make(np.isclose(input._data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:

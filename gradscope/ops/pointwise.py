@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gradscope.autograd.function import new_node, new_node1, result
+from gradscope.autograd.function import new_node, result, unary_result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import fix_float, float_input, operand, unbroadcast
@@ -22,7 +22,7 @@ class ExpBackward0(Node):
 
 def exp(input: Tensor) -> Tensor:
     with np.errstate(over="ignore"):
-        return result(np.exp(float_input(input)), new_node1(ExpBackward0, input))
+        return unary_result(ExpBackward0, np.exp(float_input(input)), input)
 
 
 class LogBackward0(Node):
@@ -70,7 +70,7 @@ class SqrtBackward0(Node):
 
 def sqrt(input: Tensor) -> Tensor:
     with np.errstate(invalid="ignore"):
-        return result(np.sqrt(float_input(input)), new_node1(SqrtBackward0, input))
+        return unary_result(SqrtBackward0, np.sqrt(float_input(input)), input)
 
 
 class RsqrtBackward0(Node):
@@ -98,7 +98,7 @@ def abs(input: Tensor) -> Tensor:
     node = new_node(AbsBackward0, (input,))
     if node is not None:
         node.save(input)
-    return result(np.abs(input.data), node)
+    return result(np.abs(input._data), node)
 
 
 class SignBackward0(Node):
@@ -109,7 +109,7 @@ class SignBackward0(Node):
 
 
 def sign(input: Tensor) -> Tensor:
-    return result(np.sign(input.data), new_node(SignBackward0, (input,)))
+    return result(np.sign(input._data), new_node(SignBackward0, (input,)))
 
 
 class SinBackward0(Node):
@@ -140,6 +140,12 @@ def cos(input: Tensor) -> Tensor:
     return result(np.cos(float_input(input)), node)
 
 
+# A 0-d one: numpy would convert a python ``1`` on every call (float32 promotes to the
+# gradient's dtype, or is cast to float16 exactly).
+_ONE = np.ones((), dtype=np.float32)
+_ONE.flags.writeable = False
+
+
 class TanhBackward0(Node):
     __slots__ = ()
     _save_output = True
@@ -149,15 +155,15 @@ class TanhBackward0(Node):
         if not out.ndim:
             return g * (1 - out * out)
         d = out * out
-        np.subtract(1, d, out=d)  # d tanh = 1 - tanh^2
+        np.subtract(_ONE, d, out=d)  # d tanh = 1 - tanh^2
         d *= g
         return d
 
 
 def tanh(input: Tensor) -> Tensor:
-    data = input.data
-    return result(np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
-                  new_node1(TanhBackward0, input))
+    data = input._data
+    return unary_result(TanhBackward0, np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
+                        input)
 
 
 class SigmoidBackward0(Node):
@@ -176,7 +182,7 @@ def _sigmoid_array(x: np.ndarray) -> np.ndarray:
 
 
 def sigmoid(input: Tensor) -> Tensor:
-    return result(_sigmoid_array(float_input(input)), new_node1(SigmoidBackward0, input))
+    return unary_result(SigmoidBackward0, _sigmoid_array(float_input(input)), input)
 
 
 class ReluBackward0(Node):
@@ -188,7 +194,7 @@ class ReluBackward0(Node):
 
 
 def relu(input: Tensor) -> Tensor:
-    return result(np.maximum(input.data, 0), new_node1(ReluBackward0, input))
+    return unary_result(ReluBackward0, np.maximum(input._data, 0), input)
 
 
 class ErfBackward0(Node):
@@ -236,7 +242,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         return out_t if max is None else minimum(out_t, max)
     low = operand(min) if min is not None else None
     high = operand(max) if max is not None else None
-    out = input.data
+    out = input._data
     if low is not None:
         out = np.maximum(out, low)
     if high is not None:
@@ -245,7 +251,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if node is not None:
         node.low, node.high = low, high
         node.save(input)
-    return result(np.asarray(out).astype(input.data.dtype, copy=False), node)
+    return result(np.asarray(out).astype(input._data.dtype, copy=False), node)
 
 
 class MaximumBackward0(Node):
@@ -320,28 +326,16 @@ def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:
 
 # ---------------------------------------------------------------- predicates (no grad)
 def isnan(input: Tensor) -> Tensor:
-    return Tensor._make(np.isnan(input.data))
+    return Tensor._make(np.isnan(input._data))
 
 
 def isinf(input: Tensor) -> Tensor:
-    return Tensor._make(np.isinf(input.data))
+    return Tensor._make(np.isinf(input._data))
 
 
 def isfinite(input: Tensor) -> Tensor:
-    return Tensor._make(np.isfinite(input.data))
+    return Tensor._make(np.isfinite(input._data))
 
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
-    return Tensor._make(np.nan_to_num(input.data, nan=nan, posinf=posinf, neginf=neginf))
-
-
-def floor(input: Tensor) -> Tensor:
-    return Tensor._make(np.floor(input.data))
-
-
-def ceil(input: Tensor) -> Tensor:
-    return Tensor._make(np.ceil(input.data))
-
-
-def round(input: Tensor, decimals: int = 0) -> Tensor:
-    return Tensor._make(np.round(input.data, decimals))
+    return Tensor._make(np.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf))

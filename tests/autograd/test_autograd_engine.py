@@ -222,9 +222,27 @@ def order_restricted_inputs(T):
     return log
 
 
+def order_hooks_on_leaves_only(T):
+    """Interior nodes without hooks (the engine's fast path, where a ready node can skip the
+    heap): branches of unequal length, a leaf reached from several of them, and one reached
+    from a branch that becomes ready before a node created later."""
+    log: list = []
+    a = T.tensor(f32([0.1, 0.2]), requires_grad=True)
+    b = T.tensor(f32([0.3, 0.4]), requires_grad=True)
+    c = T.tensor(f32([0.5, 0.6]), requires_grad=True)
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        t.register_hook(_hook(log, name))
+    long = (a.exp() * 2.0).tanh().sin()
+    short = b.tanh()
+    both = (a * c).exp() * b.sigmoid()
+    (long * short + both.tanh() * c.exp() + a.sin()).sum().backward()
+    return log + [a.grad, b.grad, c.grad]
+
+
 @pytest.mark.parametrize("scenario", [order_sum_left, order_sum_right, order_diamond, order_two_layer,
                                       order_unequal_paths, order_node_hooks, order_split_cat_index,
-                                      order_multi_output_slots, order_restricted_inputs],
+                                      order_multi_output_slots, order_restricted_inputs,
+                                      order_hooks_on_leaves_only],
                          ids=lambda f: f.__name__)
 def test_hook_order_matches_torch(scenario, same_as_torch) -> None:
     same_as_torch(scenario)

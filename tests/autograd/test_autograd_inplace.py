@@ -102,6 +102,36 @@ def test_modified_output_raises_for_ops_that_save_their_output(make) -> None:
         y.sum().backward()
 
 
+SHARE_THEN_MODIFY = {
+    "detach_": lambda y, T: y.detach_().add_(1.0),
+    "detach": lambda y, T: y.detach().mul_(2.0),
+    "view_under_no_grad": lambda y, T: _no_grad_mul(T, y[0:1]),
+}
+
+
+def _no_grad_mul(T: Any, t: Any) -> None:
+    with T.no_grad():
+        t.mul_(2.0)
+
+
+@pytest.mark.parametrize("name", list(SHARE_THEN_MODIFY))
+def test_saved_output_modified_through_a_tensor_sharing_it_raises(name: str, same_as_torch) -> None:
+    """The version counter of a saved output is created on first use; every way of sharing the
+    output must still let its node see the change (as PyTorch does)."""
+    def scenario(T):
+        x = T.tensor(f32([0.5, 1.0, 1.5]), requires_grad=True)
+        y = x.tanh()
+        z = (y * 2.0).sum()
+        SHARE_THEN_MODIFY[name](y, T)
+        try:
+            z.backward()
+        except RuntimeError as error:
+            return ["raised", "modified by an inplace operation" in str(error)]
+        return ["no error"]
+
+    assert same_as_torch(scenario) == ["raised", True]
+
+
 def test_modifying_an_unsaved_tensor_is_fine() -> None:
     x = gs.tensor(f32([0.5, 1.0, 1.5]), requires_grad=True)
     c = gs.tensor(BASE)

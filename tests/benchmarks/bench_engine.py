@@ -17,6 +17,11 @@ Workloads (every variant computes the same thing from the same float32 data):
   ``CrossEntropyLoss``, batch 32 of 1x28x28 (numpy variant: im2col).
 * ``mlp_nn``: the MLP of ``mlp_ops`` as ``nn.Sequential`` + ``nn.CrossEntropyLoss``, against the
   ops version and torch.
+* ``hook``: the ``mlp_nn`` training step under one global full backward hook, against the plain
+  step (the ``gs_hook`` / ``gs_plain`` variants of ``bench_monitor.py``).
+
+Report ``scaling`` (also selectable with ``--only``): time and memory per node of a chain of
+1k, 10k, 100k and 1M nodes, gradscope against torch; the time per node should stay flat.
 """
 from __future__ import annotations
 
@@ -25,8 +30,14 @@ import os
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_name] = "1"
 
+import concurrent.futures  # noqa: E402
+import gc  # noqa: E402
+import multiprocessing  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
-from typing import Any  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+from typing import Any, Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -431,8 +442,8 @@ def workloads() -> list[Workload]:
         ("mlp_ops", mlp, mlp_numpy, mlp_autograd, "MLP 784-512-512-10, ops, batch 128", 1.10,
          (1e-4, 1e-6)),
         ("chain", chain, chain_numpy, chain_autograd, "2,000 x (tanh, *1.0001) on 16 elements",
-         2.5, (1e-4, 0.0)),
-        ("rnn", rnn, rnn_numpy, rnn_autograd, "tanh RNN, 50 steps, batch 32, hidden 128", 1.2,
+         2.3, (1e-4, 0.0)),
+        ("rnn", rnn, rnn_numpy, rnn_autograd, "tanh RNN, 50 steps, batch 32, hidden 128", 1.3,
          (1e-4, 1e-6)),
     ):
         builders = {"numpy": lambda b=numpy_build, d=data: b(d)}
@@ -481,5 +492,134 @@ def workloads() -> list[Workload]:
     return result
 
 
+# ---------------------------------------------------------------------------------------------
+# scaling: cost per node from 1k to 1M nodes
+# ---------------------------------------------------------------------------------------------
+
+SCALING_NODES = (1_000, 10_000, 100_000, 1_000_000)
+
+
+def _chain_loss(lib: Any, leaf: Any, nodes: int) -> Any:
+    """``nodes`` graph nodes: (tanh, * 1.0001) pairs on 16 elements, then a sum."""
+    x = leaf
+    for _ in range(nodes // 2):
+        x = lib.tanh(x) * CHAIN_SCALE
+    return x.sum()
+
+
+def scaling_seconds_per_node(lib: Any, nodes: int, repeats: int) -> float:
+    """Median time per node of forward + backward + freeing the graph, with the garbage
+    collector on (its work grows with the number of live objects, which is what is measured)."""
+    leaf = lib.tensor(chain_data(), requires_grad=True)
+    times = []
+    for _ in range(repeats):
+        leaf.grad = None
+        start = time.perf_counter()
+        loss = _chain_loss(lib, leaf, nodes)
+        loss.backward()
+        del loss
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) / nodes
+
+
+def _rss_bytes() -> int | None:
+    """This process's resident memory (Linux ``/proc``), or None elsewhere."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+def graph_memory(lib_name: str, nodes: int) -> dict[str, float | None]:
+    """Bytes per node of a chain graph, measured in a fresh forked process (so that memory freed
+    by earlier runs cannot be reused and hide the growth): resident memory added by the forward
+    pass, and, for gradscope, the traced peak (``tracemalloc``: Python objects and numpy data)
+    over forward + backward."""
+    lib = import_torch() if lib_name == "torch" else import_gradscope()[0]
+    leaf = lib.tensor(chain_data(), requires_grad=True)
+    _chain_loss(lib, leaf, 1_000).backward()
+    gc.collect()
+    before = _rss_bytes()
+    loss = _chain_loss(lib, leaf, nodes)
+    after = _rss_bytes()
+    del loss
+    gc.collect()
+    rss = None if before is None or after is None else (after - before) / nodes
+    traced = None
+    if lib_name == "gradscope":
+        tracemalloc.start()
+        _chain_loss(lib, leaf, nodes).backward()
+        traced = tracemalloc.get_traced_memory()[1] / nodes
+        tracemalloc.stop()
+    return {"rss_bytes_per_node": rss, "traced_peak_bytes_per_node": traced}
+
+
+def _in_fresh_process(function: Callable[..., Any], *args: Any) -> Any:
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(function, *args).result()
+
+
+def scaling_report(args: Any) -> dict[str, Any]:
+    """Per-node time and memory of a growing chain graph, gradscope against torch.
+
+    With ``--quick`` the times are single runs; otherwise the median of 3.
+    """
+    torch = import_torch()
+    gs, reason = import_gradscope()
+    libraries = [(name, lib) for name, lib in (("gradscope", gs), ("torch", torch)) if lib is not None]
+    rows = []
+    for nodes in SCALING_NODES:
+        row: dict[str, Any] = {"nodes": nodes}
+        for name, _ in libraries:
+            row[name] = _in_fresh_process(graph_memory, name, nodes)
+        rows.append(row)
+    gc.collect()
+    gc.freeze()
+    for row in rows:
+        for name, lib in libraries:
+            row[name]["seconds_per_node"] = scaling_seconds_per_node(lib, row["nodes"],
+                                                                     1 if args.quick else 3)
+    gc.unfreeze()
+
+    def cell(row: dict[str, Any], name: str, key: str, scale: float, digits: int) -> str:
+        value = row.get(name, {}).get(key)
+        return "n/a" if value is None else f"{value * scale:.{digits}f}"
+
+    lines = ["scaling: chain of (tanh, *1.0001) nodes on 16 floats; time = forward + backward + "
+             "freeing the graph, memory = bytes per node",
+             f"{'nodes':>10}{'gs us':>9}{'torch us':>10}{'gs traced B':>13}{'gs RSS B':>10}"
+             f"{'torch RSS B':>13}",
+             "-" * 65]
+    for row in rows:
+        lines.append(f"{row['nodes']:>10,}{cell(row, 'gradscope', 'seconds_per_node', 1e6, 2):>9}"
+                     f"{cell(row, 'torch', 'seconds_per_node', 1e6, 2):>10}"
+                     f"{cell(row, 'gradscope', 'traced_peak_bytes_per_node', 1, 0):>13}"
+                     f"{cell(row, 'gradscope', 'rss_bytes_per_node', 1, 0):>10}"
+                     f"{cell(row, 'torch', 'rss_bytes_per_node', 1, 0):>13}")
+    for name, _ in libraries:
+        first, last = rows[0][name]["seconds_per_node"], rows[-1][name]["seconds_per_node"]
+        lines.append(f"{name}: time per node at {SCALING_NODES[-1]:,} nodes / at {SCALING_NODES[0]:,} "
+                     f"nodes = {last / first:.2f}")
+    if gs is None:
+        lines.append(f"gradscope: n/a -- {reason}")
+    return {"text": "\n".join(lines), "data": rows}
+
+
+def hook_workload() -> Workload:
+    """One global full backward hook on the nn MLP's training step (``bench_monitor.py``'s
+    ``gs_hook`` against ``gs_plain``), reported here with the engine's figures."""
+    import bench_monitor
+
+    monitor = bench_monitor.workloads()[0]
+    names = ("gs_plain", "gs_hook")
+    return Workload("hook", "nn MLP training step under one global full backward hook",
+                    {name: monitor.builders[name] for name in names if name in monitor.builders},
+                    [Ratio("gs_hook", "gs_plain", 1.15)], reference="gs_plain", rtol=1e-5, atol=1e-7,
+                    skipped={name: monitor.skipped[name] for name in names if name in monitor.skipped})
+
+
 if __name__ == "__main__":
-    sys.exit(main(__doc__.splitlines()[0], workloads))
+    sys.exit(main(__doc__.splitlines()[0], lambda: workloads() + [hook_workload()],
+                  {"scaling": scaling_report}))

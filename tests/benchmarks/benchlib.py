@@ -358,19 +358,37 @@ def results_json(results: list[Result], args: argparse.Namespace) -> dict[str, A
     }
 
 
-def main(description: str, workloads: Callable[[], list[Workload]]) -> int:
-    """Entry point shared by the scripts; returns 1 when a check failed, else 0."""
+def main(description: str, workloads: Callable[[], list[Workload]],
+         reports: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] | None = None) -> int:
+    """Entry point shared by the scripts; returns 1 when a check failed, else 0.
+
+    ``reports`` are measurements that do not fit the variant/ratio mould (selectable with
+    ``--only`` like a workload): each is called with the parsed arguments once the workloads are
+    done and returns ``{"text": str, "data": JSON-serialisable}``; the text is printed after the
+    table.
+    """
     every = workloads()
-    args = parse_args(description, [w.name for w in every])
+    reports = reports or {}
+    args = parse_args(description, [w.name for w in every] + list(reports))
     log = sys.stderr if args.json == "-" else sys.stdout
     results = []
     for workload in every:
         if workload.name in args.only:
             results.append(run_workload(workload, args, log))
     if not args.check:
-        print(format_results(results), file=log)
+        if results:
+            print(format_results(results), file=log)
+    report_data = {}
+    if not args.check:
+        for name, report in reports.items():
+            if name in args.only:
+                outcome = report(args)
+                print("\n" + outcome["text"], file=log)
+                report_data[name] = outcome["data"]
     if args.json is not None:
-        text = json.dumps(results_json(results, args), indent=2)
+        data = results_json(results, args)
+        data["reports"] = report_data
+        text = json.dumps(data, indent=2)
         if args.json == "-":
             print(text)
         else:

@@ -6,6 +6,8 @@ Every test runs twice: on gradscope's sample models and on their PyTorch twins
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -36,7 +38,8 @@ TORCH_DIFFERS = {"nan_backward"}
 def prefix(engine: str) -> str:
     """How the sample models call the engine's functions: ``gs.`` or ``torch.``."""
     return "torch." if engine == "torch" else "gs."
-FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", "threshold"}
+FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", "threshold", "source", "parameters"}
+
 
 
 # ------------------------------------------------------------------------------------------- inspect
@@ -50,7 +53,7 @@ def test_inspect_json_schema_and_findings(gradscope, name, engine):
     assert data["model"] == sample(name)
     assert data["step"] == 0
     for module in data["modules"]:
-        assert set(module) == {"name", "type", "grad_output_norm", "grad_input_norm", "nonfinite"}
+        assert set(module) == {"name", "type", "calls", "grad_output_norm", "grad_input_norm", "nonfinite"}
     for parameter in data["parameters"]:
         assert set(parameter) == {"name", "module", "shape", "has_grad", "grad_norm", "grad_mean", "grad_std",
                                   "grad_abs_max", "nonfinite", "zero_fraction", "param_norm", "grad_to_param"}
@@ -81,8 +84,9 @@ def test_inspect_module_order_and_names(gradscope):
 
 def test_inspect_specific_findings(gradscope):
     data = gradscope.json("inspect", sample("unused_detach"), code=1)
-    assert {f["parameter"] for f in data["findings"]} == {"encoder.0.weight", "encoder.0.bias", "aux_head.weight",
-                                                          "aux_head.bias"}
+    assert {name for f in data["findings"] for name in f["parameters"]} == {
+        "encoder.0.weight", "encoder.0.bias", "aux_head.weight", "aux_head.bias"}
+    assert [f["module"] for f in data["findings"]] == ["encoder.0", "aux_head"]  # one finding per module
     data = gradscope.json("inspect", sample("dead_relu"), code=1)
     assert {f["parameter"] for f in data["findings"]} == {"hidden.weight", "hidden.bias", "out.weight"}
     data = gradscope.json("inspect", sample("deep_sigmoid"), code=1)
@@ -119,8 +123,8 @@ def test_inspect_thresholds(gradscope):
 
 
 # --------------------------------------------------------------------------------------------- watch
-WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle"}
-ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind"}
+WATCH_KEYS = {"schema", "steps_run", "status", "first_nonfinite", "history", "bundle", "divergence", "findings"}
+ORIGIN_KEYS = {"step", "phase", "module", "node", "source", "kind", "propagated", "detail"}
 
 
 @pytest.mark.parametrize("name", HEALTHY + ["dead_relu", "unused_detach"])
@@ -132,7 +136,7 @@ def test_watch_healthy_runs_all_steps(gradscope, name, tmp_path):
     assert data["bundle"] is None
     assert [h["step"] for h in data["history"]] == [0, 1, 2]
     assert all(set(h) == {"step", "loss", "total_grad_norm"} for h in data["history"])
-    assert not (tmp_path / "gradscope-replay.npz").exists()
+    assert not (tmp_path / ".gradscope").exists()
 
 
 def test_watch_nan_forward_later_step(gradscope, tmp_path, engine):
@@ -145,7 +149,8 @@ def test_watch_nan_forward_later_step(gradscope, tmp_path, engine):
     assert origin["node"] == "LogBackward0" and origin["kind"] == "nan"
     line = _line_of(sample("nan_forward"), f"return {prefix(engine)}log(")
     assert origin["source"].endswith(f"nan_forward.py:{line}")
-    assert data["bundle"] == "gradscope-replay.npz" and (tmp_path / "gradscope-replay.npz").exists()
+    assert data["bundle"] == ".gradscope/replay.npz" and (tmp_path / ".gradscope" / "replay.npz").exists()
+    assert (tmp_path / ".gradscope" / ".gitignore").read_text().splitlines()[-1] == "*"
 
 
 def test_watch_nan_backward(gradscope, engine):
@@ -220,7 +225,7 @@ def test_watch_ctrl_c_prints_summary_and_exits_130(gradscope, monkeypatch):
 
     def interrupt_at_step_2(self, step, batch, parameters, **options):
         if step == 2:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)
         return original(self, step, batch, parameters, **options)
 
     monkeypatch.setattr(watch_module.Watcher, "_train_step", interrupt_at_step_2)
@@ -302,7 +307,7 @@ EXPECTED_CHECK_FAILURES = {
 def test_check_every_model(gradscope, name, engine):
     failures = set() if engine == "torch" and name in TORCH_DIFFERS else EXPECTED_CHECK_FAILURES[name]
     data = gradscope.json("check", sample(name), "--steps", "3", code=1 if failures else 0)
-    assert set(data) == {"schema", "passed", "checks", "findings"} and data["schema"] == "gradscope.check/1"
+    assert set(data) == {"schema", "passed", "waived", "checks", "findings"} and data["schema"] == "gradscope.check/1"
     assert data["passed"] is (not failures)
     assert {c["name"] for c in data["checks"] if c["status"] == "fail"} == failures
     assert all(set(c) == {"name", "status", "message"} for c in data["checks"])
@@ -333,7 +338,7 @@ def test_check_junit(gradscope):
     result = gradscope("check", sample("dead_relu"), "--format", "junit", code=1)
     root = ElementTree.fromstring(result.stdout)
     cases = root.findall("./testsuite/testcase")
-    assert len(cases) == 8
+    assert len(cases) == 9
     failed = [case.get("name") for case in cases if case.find("failure") is not None]
     assert failed == ["no_dead_parameters"]
     assert root.find("./testsuite").get("failures") == "1"
@@ -354,10 +359,10 @@ def test_check_reads_pyproject_and_flags_win(gradscope, tmp_path):
     gradscope.json("check", sample("mlp"), "--max-norm", "1000", code=0)
     (tmp_path / "pyproject.toml").write_text("[tool.gradscope]\nmax_nrom = 1\n")
     result = gradscope("check", sample("mlp"), code=2)
-    assert "unknown key 'max_nrom'" in result.stderr and "pyproject.toml" in result.stderr
+    assert "pyproject.toml: tool.gradscope: unknown key 'max_nrom'" in result.stderr
     (tmp_path / "pyproject.toml").write_text("[tool.gradscope]\nsteps = 'many'\n")
     result = gradscope("check", sample("mlp"), code=2)
-    assert "steps must be a int" in result.stderr or "steps must be an int" in result.stderr
+    assert "pyproject.toml: tool.gradscope.steps: expected a whole number >= 1, got 'many'" in result.stderr
 
 
 def test_check_table(gradscope):

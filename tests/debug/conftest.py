@@ -104,4 +104,4 @@ def script(cls: type, commands: str, *conditions: str, seed: int = 0) -> tuple[s
 
 
 def grads(model: nn.Module) -> dict[str, np.ndarray | None]:
-    return {name: None if p.grad is None else p.grad.data.copy() for name, p in model.named_parameters()}
+    return {name: None if p.grad is None else p.grad._data.copy() for name, p in model.named_parameters()}

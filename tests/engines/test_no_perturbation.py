@@ -139,7 +139,8 @@ def test_every_command_runs_on_in_place_models(engine_name, tmp_path, monkeypatc
     assert result.exit_code == 1, result.stderr
     findings = json.loads(result.stdout)["findings"]
     # the ignored input's layer gets no gradient at all ("no_grad"), not a zero one ("dead")
-    assert {(f["check"], f["parameter"]) for f in findings} == {("no_grad", "side.weight"), ("no_grad", "side.bias")}
+    assert [(f["check"], f["module"], sorted(f["parameters"])) for f in findings] == \
+        [("no_grad", "side", ["side.bias", "side.weight"])]
     modules = {m["name"]: m for m in json.loads(result.stdout)["modules"]}
     assert modules["act"]["grad_output_norm"] > 0 and modules["fc2"]["grad_input_norm"] > 0
     assert modules["side"]["grad_output_norm"] is None

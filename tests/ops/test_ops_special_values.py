@@ -69,3 +69,16 @@ def test_special_values_match_torch(name: str, values: list[float], fn: Callable
     want = run(torch, values, fn)
     for what, g, w in zip(("value", "grad"), got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=what)
+
+
+@pytest.mark.parametrize("first", [0.0, -0.0])
+def test_scalar_product_keeps_the_sign_of_zero(first: float) -> None:
+    """``x * 0.0`` and ``x * -0.0`` differ in the sign of zero (forward and gradient), whichever
+    comes first: a cached scalar must not stand in for the other one."""
+    torch = pytest.importorskip("torch")
+    for scalar in (first, -first):
+        got = run(gs, [1.0, -2.0], lambda x: x * scalar)
+        expected = run(torch, [1.0, -2.0], lambda x: x * scalar)
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(e))
+            np.testing.assert_array_equal(g, e)
