@@ -94,6 +94,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         if live:
             sys.stderr.write("\r\x1b[2K")
             sys.stderr.flush()
+    if error is not None and _raised_by_monitor(error.original):
+        raise error.original  # gradscope's own failure: the CLI reports an internal error (exit 4)
     if error is not None:
         sys.stderr.write(error.traceback_text)
         sys.stderr.flush()
@@ -124,3 +126,19 @@ def _print_report(app: App, report: Any, output_format: str) -> None:
 
         app.echo_json(run_to_dict(report))
     app.err.print(run_summary(report))
+
+
+def _raised_by_monitor(exc: BaseException) -> bool:
+    """True when the innermost frame of ``exc`` is gradscope's run monitor (not the script)."""
+    import os
+
+    from gradscope.monitor import run as run_monitor
+    from gradscope.monitor import run_localize
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    own = {os.path.abspath(run_monitor.__file__), os.path.abspath(run_localize.__file__)}
+    return os.path.abspath(tb.tb_frame.f_code.co_filename) in own
