@@ -21,7 +21,7 @@ from gradscope.cli.settings import option
         default="norm", flag="--clip-mode")
 @format_option("table", "json")
 @debug_option
-@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script")
 @click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, **_: Any) -> None:
@@ -46,9 +46,11 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     from gradscope.monitor.run import RunOptions
 
     started = start(ctx, model=False)
+    started.protect(script, "the script")
     options = RunOptions(nan=started["nan"], inf=started["inf"], clip=started["clip"], clip_mode=started["mode"])
-    if options.clip is not None and options.clip <= 0:
-        started.app.abort(f"--clip {options.clip:g}: expected a number above 0", ExitCode.USAGE)
+    if options.clip == 0:
+        started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
+                          "every gradient), got 0", ExitCode.USAGE)
     log = _LogWriter(started, started.output("log"))
     try:
         code = _run(started.app, script, list(script_args), options, log, output_format)
@@ -104,6 +106,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         sys.stderr.flush()
     report = monitor.report(script, interrupted=interrupt is not None, error=error is not None)
     _print_report(app, report, output_format)
+    if error is not None:
+        app.err.print(f"error: {script}: {error}", style="bold red", markup=False)
     if interrupt is not None:
         from gradscope.utils.usercode import Terminated
 
