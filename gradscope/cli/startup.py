@@ -126,7 +126,25 @@ class Run:
         if need_parameters and not any(True for _ in workload.model.parameters()):
             raise ModelFileError(f"{workload.label}: the model ({type(workload.model).__name__}) has no parameters: "
                                  "there are no gradients to look at")
+        self._warn_unmatched(workload.model)
         return workload
+
+    def _warn_unmatched(self, model: Any) -> None:
+        """Warn about each ``--layers`` or ``--ignore`` glob that matches nothing in ``model``: a
+        typo there would otherwise silently show nothing or waive nothing."""
+        from fnmatch import fnmatchcase
+
+        modules = [name or "model" for name, _ in model.named_modules()]
+        parameters = [name for name, _ in model.named_parameters()]
+        for name, what, names in (("layers", "module", modules), ("ignore", "parameter or module",
+                                                                    [*parameters, *modules, "loss"])):
+            resolved = self.settings.get(name)
+            for text in (resolved.value or ()) if resolved is not None else ():
+                pattern = text.rpartition(":")[0].strip() if name == "ignore" and ":" in text else text.strip()
+                if not any(fnmatchcase(candidate, pattern) for candidate in names):
+                    example = ", ".join([candidate for candidate in names if candidate != "model"][:3] or names)
+                    self.app.warn(f"{resolved.source} {text}: matches no {what} of the model (names look like "
+                                  f"{example})")
 
 
 def _make_gradscope_directory(directory: Path) -> None:
