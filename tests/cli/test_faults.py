@@ -797,3 +797,23 @@ def test_a_glob_that_matches_nothing_is_a_warning(gradscope, tmp_path, argv, war
     assert warning in gradscope(*argv, code=0).stderr
     matching = [arg.replace("encoder.*", "0").replace("fc*", "2").replace("conv1.bias", "0.bias") for arg in argv]
     assert "warning" not in gradscope(*matching, code=0).stderr
+
+
+def test_stdout_closed_early_stops_quietly(tmp_path):
+    """``gradscope watch ... | head -1``: no error line, no traceback, exit 141, the log intact."""
+    import subprocess
+    import sys
+
+    (tmp_path / "model.py").write_text(MODEL)
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-m", "gradscope", "watch", "model.py", "--steps", "100000",
+                                "--log", "run.jsonl"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "80"})
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"step    0")
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, stderr
+    assert "error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    steps = [line["step"] for line in _log_lines(tmp_path)]
+    assert steps == list(range(len(steps))) and steps
