@@ -100,7 +100,8 @@ class Run:
 
     def fail(self, output: Output, exc: BaseException) -> None:
         """Report that ``output`` could not be written (the run goes on; the exit code says so)."""
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(exc)
         message = f"cannot write {output.label} ({output.source}): {reason}"
         self.failures.append(message)
         self.app.err.print(f"error: {message}", style="bold red", markup=False)

@@ -366,7 +366,8 @@ def output_cases() -> list[Case]:
         Case("model-chdir-keeps-outputs", watch + ["--log", "run.jsonl", "--bundle", "b.npz"], 1,
              files={"model.py": CHDIR_MODEL}, stdout="json", check=_outputs_stay_put, one_line=False),
         Case("bundle-dev-full", watch + ["--log", "run.jsonl", "--bundle", "/dev/full"], 1,
-             "cannot write /dev/full (--bundle)", nan, stdout="json", check=_dev_full_keeps_log_and_diagnosis),
+             "cannot write /dev/full (--bundle): No space left on device", nan, stdout="json",
+             check=_dev_full_keeps_log_and_diagnosis),
         Case("log-dev-full", ["watch", "model.py", "--steps", "2", "--log", "/dev/full", "--format", "json"], 2,
              "cannot write /dev/full (--log)", {"model.py": MODEL}, stdout="json", check=_log_full_keeps_report),
         Case("sigterm-like-ctrl-c", ["watch", "model.py", "--steps", "5", "--log", "run.jsonl", "--format", "json"],
@@ -817,3 +818,10 @@ def test_stdout_closed_early_stops_quietly(tmp_path):
     assert "error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
     steps = [line["step"] for line in _log_lines(tmp_path)]
     assert steps == list(range(len(steps))) and steps
+
+
+def test_bundle_without_nan_or_inf_is_a_warning(gradscope, tmp_path):
+    (tmp_path / "model.py").write_text(MODEL)
+    stderr = gradscope("watch", "model.py", "--steps", "1", "--bundle", "b.npz", code=0).stderr
+    assert "warning: --bundle b.npz: a replay bundle is only written with --nan or --inf; ignored" in stderr
+    assert "warning" not in gradscope("watch", "model.py", "--steps", "1", "--nan", "--bundle", "b.npz", code=0).stderr
