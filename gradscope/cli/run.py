@@ -66,13 +66,14 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
     from gradscope.render.tables import run_line
     from gradscope.scripts import ScriptError, run_script, when_imported
 
-    live = output_format == "table" and app.err.is_terminal
+    from gradscope.cli.status import StatusLine, output_below
+
+    status = StatusLine(sys.stderr) if output_format == "table" and app.err.is_terminal else None
 
     def on_step(record: Any) -> None:
         log.write(json.dumps(run_step_to_dict(record), allow_nan=False) + "\n")
-        if live:
-            sys.stderr.write("\r\x1b[2K" + run_line(record))
-            sys.stderr.flush()
+        if status is not None:
+            status.show(run_line(record))
 
     monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]))
     result = None
@@ -83,7 +84,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         monitor.attach(get_engine("gradscope"))
         with when_imported("torch", lambda: monitor.attach(get_engine("torch"))):
             try:
-                result = run_script(script, args)
+                with output_below(status):
+                    result = run_script(script, args)
                 monitor.finish()
             except StopRun:
                 stopped = True
@@ -93,9 +95,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
                 interrupt = exc
     finally:
         monitor.close()
-        if live:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
+        if status is not None:
+            status.hide()
     if error is not None and _raised_by_monitor(error.original):
         raise error.original  # gradscope's own failure: the CLI reports an internal error (exit 4)
     if error is not None:
