@@ -66,6 +66,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
     from gradscope.render.tables import run_line
     from gradscope.scripts import ScriptError, run_script, when_imported
 
+    from gradscope.cli.common import quiet_numpy
     from gradscope.cli.status import StatusLine, output_below
 
     status = StatusLine(sys.stderr) if output_format == "table" and app.err.is_terminal else None
@@ -84,7 +85,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         monitor.attach(get_engine("gradscope"))
         with when_imported("torch", lambda: monitor.attach(get_engine("torch"))):
             try:
-                with output_below(status):
+                with output_below(status), quiet_numpy():
                     result = run_script(script, args)
                 monitor.finish()
             except StopRun:
