@@ -158,3 +158,9 @@ def test_divergence_puts_zero_initialised_parameters_last():
     lines = [line for line in text.splitlines() if line.startswith(("fc.", "head."))]
     assert [line.split()[0] for line in lines] == ["head.weight", "fc.weight", "fc.bias"]
     assert "from 0" in lines[-1] and "!!" not in text
+
+
+def test_github_levels_follow_the_severity():
+    findings = tuple(Finding("vanishing", severity, f"{severity} finding") for severity in ("error", "warning", "info"))
+    lines = ci.check_to_github(CheckReport("m", False, (), findings), "m.py").splitlines()
+    assert [line.split(" ")[0] for line in lines[:3]] == ["::error", "::warning", "::notice"]
