@@ -173,6 +173,10 @@ def start(ctx: click.Context, config_only: Sequence[str] = (), model: bool = Tru
         app.abort(str(error), ExitCode.USAGE)
     if config.note:
         app.note(config.note)
+    for name in config.per_command.get(command, {}):
+        if name not in settings:
+            app.warn(f"{config.label}: tool.gradscope.{command}.{name}: 'gradscope {command}' has no such option; "
+                     "ignored")
     run = Run(app=app, command=command, settings=settings)
     if model:
         run.model_file = _model_file(app, ctx.params.get("model_file"), settings["model"], config)

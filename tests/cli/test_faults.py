@@ -825,3 +825,12 @@ def test_bundle_without_nan_or_inf_is_a_warning(gradscope, tmp_path):
     stderr = gradscope("watch", "model.py", "--steps", "1", "--bundle", "b.npz", code=0).stderr
     assert "warning: --bundle b.npz: a replay bundle is only written with --nan or --inf; ignored" in stderr
     assert "warning" not in gradscope("watch", "model.py", "--steps", "1", "--nan", "--bundle", "b.npz", code=0).stderr
+
+
+def test_a_command_table_key_the_command_does_not_take_is_a_warning(gradscope, tmp_path):
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "pyproject.toml").write_text("[tool.gradscope.inspect]\nclip = 1.0\n[tool.gradscope.watch]\nclip = 1.0\n")
+    stderr = gradscope("inspect", "model.py", code=0).stderr
+    assert "warning: pyproject.toml: tool.gradscope.inspect.clip: 'gradscope inspect' has no such option; ignored" \
+        in stderr
+    assert "warning" not in gradscope("watch", "model.py", "--steps", "1", code=0).stderr
