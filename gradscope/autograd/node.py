@@ -184,6 +184,13 @@ class Node:
             return out
         return (saved,) if saved.__class__ is np.ndarray else saved
 
+    def saved_output(self) -> np.ndarray:
+        """The output a ``_save_output`` node saved: ``saved()[0]`` without building a tuple."""
+        out = self._saved
+        if out.__class__ is np.ndarray and not self._vcs:
+            return out
+        return self.saved()[0]
+
     def _raise_modified(self, entry: tuple) -> None:
         vc, expected, tensor = entry
         if tensor is None:  # the node's own saved output
