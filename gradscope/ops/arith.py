@@ -347,29 +347,32 @@ class BmmBackward0(MmBackward0):
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with PyTorch's 1-D / 2-D / batched rules."""
-    a = input.data if isinstance(input, Tensor) else operand(input)
-    b = other.data if isinstance(other, Tensor) else operand(other)
-    if a.ndim == 0 or b.ndim == 0:
+    if not isinstance(input, Tensor):
+        input = Tensor._make(np.asarray(operand(input)))
+    if not isinstance(other, Tensor):
+        other = Tensor._make(np.asarray(operand(other)))
+    a, b = input.data, other.data
+    ndim_a, ndim_b = a.ndim, b.ndim
+    if ndim_a == 0 or ndim_b == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
+                           f"{ndim_a}D and {ndim_b}D")
     try:
         out_arr = a @ b
     except ValueError:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(a)} and {_shape_str(b)})") from None
     if a.dtype is not b.dtype and a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
-    if a.ndim == 2 and b.ndim == 2:
+    if ndim_a == 2 and ndim_b == 2:
         cls = MmBackward0
-    elif a.ndim == 1 and b.ndim == 1:
+    elif ndim_a == 1 and ndim_b == 1:
         cls = DotBackward0
-    elif a.ndim == 2 and b.ndim == 1:
+    elif ndim_a == 2 and ndim_b == 1:
         cls = MvBackward0
     else:
         cls = BmmBackward0
-    node = new_node(cls, _edges(input, other))
+    node = new_node(cls, (input, other))
     if node is not None:
-        node.save(input if isinstance(input, Tensor) else Tensor._make(a),
-                  other if isinstance(other, Tensor) else Tensor._make(b))
+        node.save(input, other)
     return result(out_arr, node)
 
 
