@@ -128,9 +128,10 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     other_type = type(other)
     if (other_type is float or other_type is int) and isinstance(input, Tensor):
         data = input.data
-        if data.dtype.kind == "f":
-            scalar = scalar_array(other, data.dtype)
-            product = unary_result(_MulScalarBackward, data * scalar, input, scalar_operand=True)
+        dtype = data.dtype
+        if dtype.kind == "f":
+            scalar = scalar_array(other, dtype)
+            product = unary_result(_MulScalarBackward, data * scalar, input, True)
             node = product.grad_fn
             if node is not None:
                 node.scalar = scalar
