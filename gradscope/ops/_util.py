@@ -43,6 +43,8 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     extra = grad.ndim - len(shape)
     if extra > 0:
         grad = grad.sum(axis=tuple(range(extra)))
+        if grad.shape == shape:  # only leading axes were added (a bias)
+            return grad
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     if axes:
         grad = grad.sum(axis=axes, keepdims=True)
