@@ -58,7 +58,8 @@ def batch(step):
     inputs = {lib}.randn(6, 4, generator=generator)
     return inputs, inputs.sum(dim=1, keepdim=True)
 '''
-IMPORTS = {"gradscope": "import gradscope as gs\nfrom gradscope import nn", "torch": "import torch\nfrom torch import nn"}
+IMPORTS = {"gradscope": "import gradscope as gs\nfrom gradscope import nn",
+           "torch": "import torch\nfrom torch import nn"}
 LIB = {"gradscope": "gs", "torch": "torch"}
 
 
