@@ -216,8 +216,9 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     small = [index for index, array in enumerate(arrays)
              if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == np.float32]
     if len(small) > 1:
-        offsets = np.cumsum([0] + [arrays[index].size for index in small[:-1]])
-        flat = np.concatenate([arrays[index].reshape(-1) for index in small])
+        chosen = [arrays[index] for index in small]
+        offsets = np.cumsum([0] + [array.size for array in chosen[:-1]])
+        flat = np.concatenate(chosen, axis=None)
         np.multiply(flat, flat, out=flat)
         for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):
             result[index] = value if math.isfinite(value) else None
