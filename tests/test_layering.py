@@ -16,7 +16,7 @@ RANKS = {
     "hooks": 3,
     "nn": 4, "optim": 4, "serialization": 4, "distributions": 4,
     "engines": 5,
-    "loading": 6, "monitor": 6, "testing": 6, "debug": 6,
+    "loading": 6, "scripts": 6, "monitor": 6, "testing": 6, "debug": 6,
     "render": 7,
     "cli": 8, "__main__": 8, "_api": 9,
 }

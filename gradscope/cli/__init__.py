@@ -16,6 +16,7 @@ from gradscope.cli.debug import debug
 from gradscope.cli.graph import graph
 from gradscope.cli.inspect import inspect_command
 from gradscope.cli.replay import replay
+from gradscope.cli.run import run
 from gradscope.cli.watch import watch
 
 __all__ = ["App", "ExitCode", "main"]
@@ -103,6 +104,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
       gradscope inspect sample_models/mlp.py
       gradscope watch sample_models/nan_forward.py --steps 20 --nan
       gradscope check sample_models/mlp.py --format junit > gradscope.xml
+      gradscope run --nan train.py --epochs 3
 
     \b
     Exit codes: 0 ok, 1 findings, 2 usage, 3 model error,
@@ -112,7 +114,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     app.debug = app.debug or debug
 
 
-for command in (inspect_command, watch, clip, check, replay, debug, graph):
+for command in (inspect_command, watch, clip, check, replay, debug, graph, run):
     cli.add_command(command)
 
 

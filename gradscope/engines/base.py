@@ -186,6 +186,34 @@ class Engine:
         """The dtype's short name: ``"float32"``, ``"bfloat16"``, ``"int64"``, ..."""
         return str(tensor.dtype).rpartition(".")[2]
 
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        """``(owner, attribute)`` pairs through which ``tensor.backward()`` and the engine's
+        ``autograd.backward`` reach the engine; ``gradscope run`` wraps them while a script runs."""
+        raise NotImplementedError
+
+    def in_backward(self) -> bool:
+        """True while a backward pass runs in this thread (e.g. activation checkpointing's
+        recomputation of forward)."""
+        raise NotImplementedError
+
+    def is_compiling(self) -> bool:
+        """True while a compiler traces the code (hooks must then do nothing)."""
+        return False
+
+    def gradient_scaler_class(self) -> type | None:
+        """The engine's loss-scaling class (``scale(outputs)``, ``step(optimizer)``,
+        ``get_scale()``), or None when the engine has none."""
+        return None
+
+    def is_compiled_module(self, module: Any) -> bool:
+        """True if ``module`` is a compiled wrapper whose inner modules' hooks are not observed."""
+        return False
+
+    def uncompiled(self, module: Any) -> Any:
+        """The module a compiled wrapper wraps (``module`` itself when it is not one)."""
+        return module
+
 
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the

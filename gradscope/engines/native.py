@@ -106,3 +106,14 @@ class NativeEngine(Engine):
     def from_numpy(self, array: np.ndarray, device: str | None = None, dtype: str | None = None) -> Any:
         return creation.tensor(array)
 
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        import gradscope.autograd
+        from gradscope.autograd import engine
+
+        return [(engine, "backward"), (gradscope.autograd, "backward")]
+
+    def in_backward(self) -> bool:
+        from gradscope.autograd.engine import current_task
+
+        return current_task() is not None

@@ -59,10 +59,14 @@ class TorchEngine(Engine):
                                                                     always_call=always_call)
 
     def register_optimizer_step_pre_hook(self, hook: Callable) -> Any:
-        return torch.optim.optimizer.register_optimizer_step_pre_hook(hook)
+        from torch.optim.optimizer import register_optimizer_step_pre_hook  # torch.optim deletes the attribute
+
+        return register_optimizer_step_pre_hook(hook)
 
     def register_optimizer_step_post_hook(self, hook: Callable) -> Any:
-        return torch.optim.optimizer.register_optimizer_step_post_hook(hook)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        return register_optimizer_step_post_hook(hook)
 
     def no_grad(self) -> contextlib.AbstractContextManager:
         return torch.no_grad()
@@ -170,3 +174,22 @@ class TorchEngine(Engine):
 
     def describe_device(self, tensor: Any) -> str | None:
         return str(tensor.device)
+
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        return [(torch.autograd, "backward")]
+
+    def in_backward(self) -> bool:
+        return torch._C._current_graph_task_id() != -1
+
+    def is_compiling(self) -> bool:
+        return torch.compiler.is_compiling()
+
+    def gradient_scaler_class(self) -> type | None:
+        return torch.amp.GradScaler
+
+    def is_compiled_module(self, module: Any) -> bool:
+        return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+
+    def uncompiled(self, module: Any) -> Any:
+        return module._orig_mod if self.is_compiled_module(module) else module

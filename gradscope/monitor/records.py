@@ -120,6 +120,11 @@ class StepRecord:
         total_grad_norm: 2-norm over all parameter gradients.
         layer_norms: ``(module path, 2-norm of its own parameters' gradients)`` in model order.
         nonfinite: what was not finite in this step ("loss", "gradient", "parameter"), or None.
+        parameter_norms: ``(parameter name, 2-norm of its gradient or None)`` (``run`` only).
+        clipped_total_grad_norm: total norm after ``--clip`` (``run`` only; None without it).
+        clipped_parameter_norms: per-parameter norms after ``--clip`` (``run`` only).
+        skipped: the backward pass was not followed by an optimizer step (``run`` only: e.g. a
+            gradient scaler skipped it).
     """
 
     step: int
@@ -127,6 +132,10 @@ class StepRecord:
     total_grad_norm: float
     layer_norms: tuple[tuple[str, float], ...]
     nonfinite: str | None = None
+    parameter_norms: tuple[tuple[str, float | None], ...] = ()
+    clipped_total_grad_norm: float | None = None
+    clipped_parameter_norms: tuple[tuple[str, float | None], ...] = ()
+    skipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,27 @@ class WatchReport:
     bundle: str | None = None
     findings: tuple[Finding, ...] = ()
     divergence: Divergence | None = None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """The outcome of ``gradscope run SCRIPT``.
+
+    Attributes:
+        script: the script as given on the command line.
+        steps_run: number of step records.
+        status: ``"ok"``, ``"nonfinite"``, ``"interrupted"`` or ``"error"`` (the script raised).
+        first_nonfinite: where the first non-finite value started (with ``--nan``/``--inf``).
+        history: one record per step.
+        notes: facts about the run a person should know (modules not observed, skipped steps).
+    """
+
+    script: str
+    steps_run: int
+    status: str
+    first_nonfinite: NonFiniteOrigin | None
+    history: tuple[StepRecord, ...]
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,15 @@ from gradscope.render.names import layer_selected
 
 if TYPE_CHECKING:
     from gradscope.monitor.records import (CheckReport, ClipReport, Finding, InspectReport,
-                                           NonFiniteOrigin, StepRecord, WatchReport)
+                                           NonFiniteOrigin, RunReport, StepRecord, WatchReport)
 
 INSPECT_SCHEMA = "gradscope.inspect/1"
 WATCH_SCHEMA = "gradscope.watch/1"
 WATCH_STEP_SCHEMA = "gradscope.watch.step/1"
 CLIP_SCHEMA = "gradscope.clip/1"
 CHECK_SCHEMA = "gradscope.check/1"
+RUN_SCHEMA = "gradscope.run/1"
+RUN_STEP_SCHEMA = "gradscope.run.step/1"
 
 
 def number(value: float | None) -> float | str | None:
@@ -128,3 +130,40 @@ def check_to_dict(report: "CheckReport") -> dict[str, Any]:
         "checks": [{"name": c.name, "status": c.status, "message": c.message} for c in report.checks],
         "findings": [finding_to_dict(f) for f in report.findings],
     }
+
+
+def run_origin_to_dict(origin: "NonFiniteOrigin | None", rank: int | None = None) -> dict[str, Any] | None:
+    """``{"step", "rank", "phase", "module", "node", "source", "kind"}`` or None."""
+    data = origin_to_dict(origin)
+    if data is None:
+        return None
+    return {"step": data["step"], "rank": rank, **{key: data[key] for key in ("phase", "module", "node", "source",
+                                                                                "kind")}}
+
+
+def run_to_dict(report: "RunReport", rank: int | None = None) -> dict[str, Any]:
+    """The ``gradscope.run/1`` document."""
+    return {
+        "schema": RUN_SCHEMA,
+        "status": report.status,
+        "steps_run": report.steps_run,
+        "first_nonfinite": run_origin_to_dict(report.first_nonfinite, rank),
+        "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm),
+                     "skipped": r.skipped} for r in report.history],
+    }
+
+
+def run_step_to_dict(record: "StepRecord") -> dict[str, Any]:
+    """One ``run --log`` line (``gradscope.run.step/1``); ``clipped`` holds the norms after ``--clip``."""
+    data: dict[str, Any] = {
+        "schema": RUN_STEP_SCHEMA, "step": record.step, "loss": number(record.loss),
+        "total_grad_norm": number(record.total_grad_norm),
+        "layers": {name: number(norm) for name, norm in record.layer_norms},
+        "parameters": {name: number(norm) for name, norm in record.parameter_norms},
+        "nonfinite": record.nonfinite,
+        "skipped": record.skipped,
+    }
+    if record.clipped_total_grad_norm is not None:
+        data["clipped"] = {"total_grad_norm": number(record.clipped_total_grad_norm),
+                           "parameters": {name: number(norm) for name, norm in record.clipped_parameter_norms}}
+    return data

@@ -13,7 +13,7 @@ from gradscope.render.names import layer_selected, module_label
 
 if TYPE_CHECKING:
     from gradscope.monitor.records import (CheckReport, ClipReport, Divergence, Finding, InspectReport,
-                                           NonFiniteOrigin, StepRecord, WatchReport)
+                                           NonFiniteOrigin, RunReport, StepRecord, WatchReport)
 
 BAR_LOW = -12.0
 BAR_HIGH = 4.0
@@ -350,3 +350,47 @@ def check_view(report: "CheckReport") -> RenderableType:
 
 def _count(value: int) -> Text:
     return Text(str(value), style="bold red") if value else Text("0")
+
+
+def run_line(record: "StepRecord") -> str:
+    """The live one-line status of ``run`` (terminal only)."""
+    flag = "  NON-FINITE " + record.nonfinite if record.nonfinite else "  skipped" if record.skipped else ""
+    return f"gradscope: step {record.step}  loss {fmt(record.loss)}  grad_norm {fmt(record.total_grad_norm)}{flag}"
+
+
+def run_summary(report: "RunReport") -> RenderableType:
+    """The closing summary of ``run``: gradient flow per layer over the run, then the findings."""
+    parts: list[RenderableType] = []
+    history = report.history
+    if history:
+        losses = [r.loss for r in history]
+        parts.append(Text(f"gradscope run {report.script}: {report.steps_run} step{'s' if report.steps_run != 1 else ''}"
+                          f"   loss {fmt(losses[0])} -> {fmt(losses[-1])}   {sparkline(losses)}", style="bold"))
+        table = Table(title="Gradient norm per layer over the run", title_justify="left", header_style="bold")
+        table.add_column("layer")
+        for column in ("first", "last", "min", "max"):
+            table.add_column(column, justify="right")
+        table.add_column(f"log10 last [{BAR_LOW:g}, {BAR_HIGH:g}]", no_wrap=True)
+        series: dict[str, list[float]] = {}
+        for record in history:
+            for name, norm in record.layer_norms:
+                if norm is not None:
+                    series.setdefault(name, []).append(norm)
+        for name, values in series.items():
+            finite = [v for v in values if math.isfinite(v)]
+            table.add_row(module_label(name), fmt(values[0]), fmt(values[-1]), fmt(min(finite) if finite else None),
+                          fmt(max(finite) if finite else None), norm_bar(values[-1]))
+        parts.append(table)
+    else:
+        parts.append(Text(f"gradscope run {report.script}: no step completed", style="bold"))
+    if report.status == "interrupted":
+        parts.append(Text("interrupted: the summary covers the steps that finished", style="yellow"))
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    if report.first_nonfinite is not None:
+        parts.append(origin_view(report.first_nonfinite))
+    elif report.status == "nonfinite":
+        parts.append(Text("a non-finite value appeared (run with --nan/--inf to locate it)", style="bold red"))
+    elif report.status == "ok":
+        parts.append(Text("No findings: every loss, gradient and parameter stayed finite.", style="green"))
+    return Group(*parts)
