@@ -19,6 +19,23 @@ HOOK_NODE = "BackwardHookFunctionBackward"
 ACCUMULATE_NODE = "torch::autograd::AccumulateGrad"
 
 
+class OpTrace:
+    """What :meth:`Engine.trace_nonfinite_ops` found.
+
+    Attributes:
+        op: the first operation whose output held NaN/Inf (``"aten.log.default"``), or None.
+        kind: ``"nan"`` or ``"inf"``.
+        node: the autograd node of that output (``"LogBackward0"``), when it has one.
+        frames: ``[(file, line), ...]`` of the Python stack that called it, outermost first.
+    """
+
+    def __init__(self) -> None:
+        self.op: str | None = None
+        self.kind: str | None = None
+        self.node: str | None = None
+        self.frames: list[tuple[str, int]] = []
+
+
 class Engine:
     """What the monitor layer needs from an autograd engine.
 
@@ -76,6 +93,12 @@ class Engine:
         """Anomaly mode without its checks: every node created inside remembers the user's stack
         (read it with :meth:`node_trace`)."""
         raise NotImplementedError
+
+    def trace_nonfinite_ops(self) -> contextlib.AbstractContextManager:
+        """A context that watches every operation's output and yields an :class:`OpTrace` naming
+        the first operation whose output holds NaN/Inf, or yields None when the engine cannot
+        (gradscope's engine: the model file's lines are traced instead)."""
+        return contextlib.nullcontext()
 
     # ------------------------------------------------------------------ graph nodes
     def node_trace(self, node: Any) -> list[tuple[str, int]]:

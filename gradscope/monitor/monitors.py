@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
-from gradscope.engines import Engine, engine_of
+from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
 
@@ -277,9 +277,14 @@ class ForwardNonFiniteTracer(_HookOwner):
     are traced as well (``sys.settrace``, only during this expensive re-run), so the exact line
     whose result first holds a non-finite tensor is known.
 
+    Where the engine can (PyTorch), every operation's output is checked as well
+    (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
+    NaN/Inf, its autograd node and the stack that called it, also outside the model file.
+
     Attributes:
         module: dotted path of the originating module, or None.
         node: the autograd node of the first non-finite tensor (``"LogBackward0"``), if any.
+        ops: the first non-finite operation (an ``OpTrace``), or None when the engine cannot tell.
         kind: ``"nan"`` or ``"inf"``.
         source: ``(file, line)`` of the first line that produced a non-finite tensor, or None.
         propagated: modules that received a non-finite input.
@@ -297,12 +302,16 @@ class ForwardNonFiniteTracer(_HookOwner):
         self.source_kind: str | None = None
         self.parameter_nonfinite = False
         self.propagated: list[str] = []
+        self.ops: OpTrace | None = None
+        self._ops_context: Any = None
         self._checked: dict[int, tuple[Any, str | None]] = {}
         self._last_line: dict[int, int] = {}
         self._previous_trace: Callable | None = None
 
     def _attach(self) -> None:
         self._handles.append(self.engine.register_module_forward_hook(self._on_forward))
+        self._ops_context = self.engine.trace_nonfinite_ops()
+        self.ops = self._ops_context.__enter__()
         if self._source_file is not None:
             self._previous_trace = sys.gettrace()
             sys.settrace(self._trace_call)
@@ -310,6 +319,9 @@ class ForwardNonFiniteTracer(_HookOwner):
     def close(self) -> None:
         if self._source_file is not None and sys.gettrace() == self._trace_call:
             sys.settrace(self._previous_trace)
+        if self._ops_context is not None:
+            context, self._ops_context = self._ops_context, None
+            context.__exit__(None, None, None)
         super().close()
 
     def _kind(self, tensor: Any) -> str | None:
