@@ -110,7 +110,7 @@ class ModuleGradientHooks(_HookOwner):
 
     def _attach(self) -> None:
         self._handles.append(self.engine.register_module_forward_pre_hook(self._forward_pre))
-        self._handles.append(self.engine.register_module_forward_hook(self._forward_post))
+        self._handles.append(self.engine.register_module_forward_hook(self._forward_post, with_kwargs=True))
 
     # ---- subclass interface
     def _call_started(self, call: ModuleCall) -> None:
@@ -140,10 +140,17 @@ class ModuleGradientHooks(_HookOwner):
         self._stack.append(call)
         self._call_started(call)
 
-    def _forward_post(self, module: Any, args: tuple, output: Any) -> None:
+    def _forward_post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         call = self._pop(module)
         if call is None:
             return
+        for tensor in self.engine.tensors_in(kwargs) if kwargs else ():
+            # keyword arguments are not given to global forward pre-hooks: their edges are taken here
+            if tensor.requires_grad:
+                if tensor.grad_fn is None:
+                    call.leaves.add(id(tensor))
+                else:
+                    call.edges.add((tensor.grad_fn, tensor.output_nr))
         outputs = [t for t in self.engine.tensors_in(output) if t.requires_grad]
         boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
         # An output made by a node that also sends gradient to the inputs (a leaf module's
