@@ -10,15 +10,56 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import traceback
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from gradscope.engines.base import Engine
+from gradscope.engines.base import Engine, OpTrace
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+# Operations whose output is uninitialised memory: a NaN there means nothing.
+_UNINITIALISED = ("aten.empty", "aten.new_empty", "aten.empty_strided", "aten.empty_like", "aten.resize_")
+
+
+class _NonFiniteOps(TorchDispatchMode):
+    """Checks the output of every operation below autograd; remembers the first non-finite one."""
+
+    def __init__(self, trace: OpTrace) -> None:
+        super().__init__()
+        self.trace = trace
+        self._tensor: Any = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if self._tensor is not None:  # the previous operation is now recorded by autograd
+            self._read_node()
+        out = func(*args, **(kwargs or {}))
+        if self.trace.op is None and not str(func).startswith(_UNINITIALISED):
+            for tensor in tree_leaves(out):
+                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.numel() \
+                        and not bool(torch.isfinite(tensor).all()):
+                    self.trace.op = str(func)
+                    self.trace.kind = "nan" if bool(torch.isnan(tensor).any()) else "inf"
+                    self.trace.frames = [(frame.filename, frame.lineno) for frame in traceback.extract_stack()[:-1]]
+                    self._tensor = tensor
+                    break
+        return out
+
+    def _read_node(self) -> None:
+        node = self._tensor.grad_fn
+        self.trace.node = node.name() if node is not None else None
+        self._tensor = None
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        if self._tensor is not None:
+            self._read_node()
+        return super().__exit__(*exc_info)
 
 
 def _norms(tensors: list) -> list:
@@ -73,6 +114,12 @@ class TorchEngine(Engine):
 
     def record_creation_traces(self) -> contextlib.AbstractContextManager:
         return torch.autograd.set_detect_anomaly(True, check_nan=False)
+
+    @contextlib.contextmanager
+    def trace_nonfinite_ops(self) -> Any:
+        trace = OpTrace()
+        with _NonFiniteOps(trace):
+            yield trace
 
     def node_trace(self, node: Any) -> list[tuple[str, int]]:
         lines = getattr(node, "metadata", {}).get("traceback_") or ()
