@@ -21,6 +21,8 @@ RANKS = {
     "cli": 8, "__main__": 8, "_api": 9,
 }
 RENDER_FORBIDDEN = {"autograd", "ops", "nn", "hooks", "optim"}
+# The debugger works on both engines: it reaches gradscope's engine only through gradscope.engines.
+DEBUG_FORBIDDEN = RENDER_FORBIDDEN | {"sparse", "distributions", "serialization"}
 
 
 def _layer(path: Path) -> str:
@@ -56,12 +58,17 @@ def test_imports_only_go_downward(path: Path) -> None:
             assert layer in ("cli", "render"), f"{path}:{line} imports rich outside render/ and cli/"
         if top == "torch":
             assert layer == "engines", f"{path}:{line} imports torch outside gradscope/engines"
+        if layer == "debug":
+            assert module != "gradscope", f"{path}:{line}: debug/ must not import the gradscope package itself"
         if top != "gradscope" or module == "gradscope":
             continue
         target = module.split(".")[1]
         assert target in RANKS, f"{path}:{line}: unknown layer {target!r}"
         if layer == "render":
             assert target not in RENDER_FORBIDDEN, f"{path}:{line}: render/ must not import {module}"
+        if layer == "debug":
+            assert target not in DEBUG_FORBIDDEN, f"{path}:{line}: debug/ must not import {module} " \
+                "(ask the engine adapter in gradscope.engines)"
         assert RANKS[target] <= RANKS[layer], f"{path}:{line}: {layer} (rank {RANKS[layer]}) imports " \
             f"{module} (rank {RANKS[target]}): imports must only go downward"
 
