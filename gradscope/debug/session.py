@@ -513,6 +513,9 @@ class DebugSession:
         state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
         state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
         groups = {"grad_output": state.grad_output or [], "grad_input": arrays}
+        # An edit needs the nodes that receive grad_input not to have run yet (always so when
+        # one thread runs backward: they are older than every node of the call).
+        editable = editable and not any(edge is not None and edge[0] in self._ran for edge in call.input_edges)
         stop = self._event("post", call, None, groups, editable=editable)
         if stop is None or not stop.edited:
             return
@@ -579,7 +582,7 @@ class DebugSession:
         if stop is None or stop.editable is None:
             where = "here" if stop is None else f"at a {stop.phase} point"
             if stop is not None and stop.phase == "post":
-                where += " after backward finished"
+                where += " whose grad_input has already been passed on"
             raise DebugCommandError(f"no gradient to edit {where}: edits apply at pre (grad_output), post "
                                     "(grad_input) and node points")
         arrays = stop.groups[stop.editable]

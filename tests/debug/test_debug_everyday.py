@@ -160,3 +160,39 @@ def test_no_torch_import_for_a_native_session() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert result.stdout.strip() == "False"
+
+
+class Gate(nn.Module):
+    def forward(self, x):
+        return gs.tanh(x) * x
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(3, 5)
+        self.gate = Gate()
+        self.fc2 = nn.Linear(5, 2)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        return self.fc2(self.gate(h) + h)
+
+
+@pytest.mark.parametrize("command, factor", [("scale 0.5", 0.5), ("zero", 0.0)])
+def test_grad_input_edit_with_several_senders_on_gradscope_engine(command: str, factor: float) -> None:
+    x, y = gs.randn(4, 3), gs.randn(4, 2)
+    gs.manual_seed(0)
+    model = Residual()
+    shell = DebuggerShell(TextPresenter(io.StringIO()), commands=[command, "finish"])
+    assert run_debug_step(model, lambda: ((model(x) - y) ** 2).mean(), shell, conditions=["module gate post"]) \
+        == "finished"
+    gs.manual_seed(0)
+    reference = Residual()
+    handle = reference.gate.register_full_backward_hook(
+        lambda module, grad_input, grad_output: tuple(None if g is None else g * factor for g in grad_input))
+    ((reference(x) - y) ** 2).mean().backward()
+    handle.remove()
+    expected = _grads(reference)
+    for name, grad in _grads(model).items():
+        np.testing.assert_allclose(grad, expected[name], rtol=1e-5, atol=1e-7, err_msg=name)

@@ -58,6 +58,27 @@ class InPlace(nn.Module):
         return self.fc2(h)
 
 
+class Gate(nn.Module):
+    """Two of its nodes send gradient to its argument (``tanh(x) * x``)."""
+
+    def forward(self, x):
+        return torch.tanh(x) * x
+
+
+class Residual(nn.Module):
+    """The gate's argument also feeds a residual connection outside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(3, 5)
+        self.gate = Gate()
+        self.fc2 = nn.Linear(5, 2)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        return self.fc2(self.gate(h) + h)
+
+
 def workload(cls: type, seed: int = 0) -> tuple[Any, Callable[[], Any]]:
     torch.manual_seed(seed)
     model = cls()
@@ -123,6 +144,17 @@ def test_edit_matches_a_torch_module_hook(phase: str, module_path: str, command:
     expected = _plain_run(Mlp, phase, module_path, edit)
     for name, value in grads(model).items():
         np.testing.assert_allclose(value, expected[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("command, edit", EDITS[:2] + EDITS[3:4], ids=[e[0] for e in EDITS[:2] + EDITS[3:4]])
+def test_grad_input_edit_with_several_senders(command: str, edit: Callable) -> None:
+    """grad_input summed over two nodes of the module, and a residual sending to the same tensor:
+    the edit replaces only the module's part."""
+    outcome, text, model = script(Residual, f"{command}; finish", "module gate post")
+    assert outcome == "finished" and "error" not in text, text
+    expected = _plain_run(Residual, "post", "gate", edit)
+    for name, value in grads(model).items():
+        np.testing.assert_allclose(value, expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
 
 
 def test_node_edit_on_a_torch_node() -> None:
