@@ -31,6 +31,7 @@ Stopping points, in order:
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import sys
 from contextlib import nullcontext
@@ -113,7 +114,6 @@ class _CallState:
     grad_output: list | None = None
     output_templates: list | None = None
     grad_input: list | None = None
-    contributions: list | None = None
     grad_output_norm: float | None = None
     grad_input_norm: float | None = None
     nonfinite: int = 0
@@ -122,13 +122,53 @@ class _CallState:
 
 
 @dataclass(eq=False)
-class _EdgeEdit:
-    """A ``grad_input`` edit: what the module sent along one gradient edge, and what it should
-    have sent instead."""
+class _Part:
+    """What one node sent along a gradient edge in this pass (``sender``), or what a module's
+    ``grad_input`` edit put in place of its nodes' parts (``edited_by``)."""
 
-    original: np.ndarray
-    edited: np.ndarray
-    call: Call
+    array: np.ndarray
+    sender: Any = None
+    edited_by: Call | None = None
+
+    def belongs_to(self, call: Call) -> bool:
+        """Whether the part is ``call``'s: sent by one of its nodes, or an edit of a call inside it."""
+        if self.edited_by is not None:
+            return _within(self.edited_by, call)
+        return self.sender in call.nodes
+
+
+@dataclass(eq=False)
+class _Edge:
+    """The gradient sent along one edge ``(node, output_nr)`` that is some call's argument."""
+
+    parts: list = field(default_factory=list)
+    sent: np.ndarray | None = None
+    edited: bool = False
+
+    def add(self, sender: Any, array: np.ndarray) -> None:
+        self.parts.append(_Part(array, sender=sender))
+        self.sent = array.copy() if self.sent is None else self.sent + array
+
+    def part_of(self, call: Call) -> np.ndarray | None:
+        """The sum of ``call``'s parts (None when it sent nothing)."""
+        mine = [part.array for part in self.parts if part.belongs_to(call)]
+        return None if not mine else functools.reduce(np.add, mine[1:], mine[0].copy())
+
+    def replace(self, call: Call, array: np.ndarray) -> None:
+        """Put ``array`` in place of ``call``'s parts."""
+        self.parts = [part for part in self.parts if not part.belongs_to(call)] + [_Part(array, edited_by=call)]
+        self.edited = True
+
+    def total(self, received: np.ndarray) -> np.ndarray:
+        """What the receiving node gets after the edits, given what it ``received``: the sum of
+        the parts when they add up to it (every sender was seen), else ``received`` corrected by
+        the difference the edits made."""
+        arrays = [part.array for part in self.parts]
+        now = functools.reduce(np.add, arrays[1:], arrays[0].copy())
+        if self.sent is not None and self.sent.shape == received.shape \
+                and np.array_equal(self.sent, received, equal_nan=True):
+            return np.asarray(now, dtype=received.dtype)
+        return np.asarray(received - self.sent + now, dtype=received.dtype)
 
 
 @dataclass(eq=False)
@@ -162,14 +202,6 @@ def _within(call: Call | None, ancestor: Call) -> bool:
             return True
         call = call.parent
     return False
-
-
-def _replace(total: np.ndarray, edit: _EdgeEdit) -> np.ndarray:
-    """What flows along an edge after ``edit``: the edited value when the module was the only
-    sender, else the other senders' part plus the edited value."""
-    if total.shape == edit.original.shape and np.array_equal(total, edit.original, equal_nan=True):
-        return edit.edited
-    return np.asarray(total - edit.original + edit.edited, dtype=total.dtype)
 
 
 class DebugSession:
@@ -257,7 +289,7 @@ class DebugSession:
         self._ran: dict = {}
         self._reachable: set | None = None
         self._first_nonfinite: tuple | None = None
-        self._edge_edits: dict = {}
+        self._edges: dict = {}
         self._pass_open = False
 
     def _on_pass_start(self) -> bool:
@@ -348,6 +380,9 @@ class DebugSession:
         if not self._active():
             return
         self._hook_nodes(call.own_nodes)
+        for edge in call.input_edges:
+            if edge is not None and edge not in self._edges:
+                self._edges[edge] = _Edge()
         for node in call.output_nodes:
             self._pre_calls.setdefault(node, []).append(call)
             self._ensure_pre_hook(node)
@@ -417,12 +452,9 @@ class DebugSession:
         current = list(grad_outputs)
         changed = False
         for slot, gradient in enumerate(current):
-            edits = self._edge_edits.get((node, slot))
-            if edits and gradient is not None:
-                total = self.engine.to_numpy(gradient)
-                for edit in edits:
-                    total = _replace(total, edit)
-                current[slot] = self._tensor_like(total, gradient)
+            edge = self._edges.get((node, slot))
+            if edge is not None and edge.edited and gradient is not None:
+                current[slot] = self._tensor_like(edge.total(self.engine.to_numpy(gradient)), gradient)
                 changed = True
         for call in sorted(self._pre_calls.get(node, ()), key=lambda c: c.index):
             if self._pre_point(call, node, current):
@@ -447,7 +479,6 @@ class DebugSession:
             return False  # a later output node of a call whose pre point has passed
         state.pre_seen = True
         state.deferred = not call.has_grad_inputs
-        state.contributions = state.contributions or [None] * call.n_inputs
         state.pending = {n for n in call.nodes if n not in self._ran
                          and (self._reachable is None or n in self._reachable)}
         stop = self._event("pre", call, None, {"grad_output": state.grad_output})
@@ -475,11 +506,14 @@ class DebugSession:
                 produced = stop.groups["grad_input"]
                 replacement = tuple(None if template is None or new is None else self._tensor_like(new, template)
                                     for new, template in zip(produced, grad_inputs))
+        for (child, nr), gradient in zip(node.next_functions, produced):
+            edge = self._edges.get((child, nr)) if child is not None and gradient is not None else None
+            if edge is not None:
+                edge.add(node, gradient)
         call = owner
         while call is not None:
             state = self._states.get(call)
             if state is not None and state.pre_seen:
-                self._collect(call, state, node, produced)
                 if node in state.pending:
                     state.pending.discard(node)
                     if not state.pending and not state.post_done:
@@ -487,28 +521,11 @@ class DebugSession:
             call = call.parent
         return replacement
 
-    def _collect(self, call: Call, state: _CallState, node: Any, produced: list) -> None:
-        """Add what ``node`` sent to the arguments of ``call`` to its ``grad_input``."""
-        for (child, nr), gradient in zip(node.next_functions, produced):
-            if child is None or gradient is None:
-                continue
-            for index, edge in enumerate(call.input_edges):
-                if edge is not None and edge[0] is child and edge[1] == nr:
-                    previous = state.contributions[index]
-                    state.contributions[index] = gradient.copy() if previous is None else previous + gradient
-                    break
-
     def _post_point(self, call: Call, editable: bool) -> None:
         state = self._state(call)
         state.post_done = True
-        arrays = []
-        for index, edge in enumerate(call.input_edges):
-            value = state.contributions[index] if state.contributions and index < len(state.contributions) else None
-            if value is not None:
-                for edit in self._edge_edits.get(edge, ()):
-                    if edit.call is not call and _within(edit.call, call):
-                        value = _replace(value, edit)
-            arrays.append(value)
+        arrays = [None if edge is None or edge not in self._edges else self._edges[edge].part_of(call)
+                  for edge in call.input_edges]
         state.grad_input = arrays
         state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
         state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
@@ -523,7 +540,7 @@ class DebugSession:
             before, after = arrays[index], stop.groups["grad_input"][index]
             if edge is None or before is None or after is None:
                 continue
-            self._edge_edits.setdefault(edge, []).append(_EdgeEdit(before, after, call))
+            self._edges[edge].replace(call, after)
             self._ensure_pre_hook(edge[0])
 
     def _on_backward_end(self) -> None:

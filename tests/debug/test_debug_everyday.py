@@ -196,3 +196,35 @@ def test_grad_input_edit_with_several_senders_on_gradscope_engine(command: str, 
     expected = _grads(reference)
     for name, grad in _grads(model).items():
         np.testing.assert_allclose(grad, expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+class RootGate(nn.Module):
+    """Finite forward, NaN in backward where its input is <= 0."""
+
+    def forward(self, x):
+        return gs.sqrt(gs.relu(x))
+
+
+class NanResidual(Residual):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = RootGate()
+
+
+def test_zero_removes_a_modules_nan_when_a_residual_shares_its_input() -> None:
+    x, y = gs.randn(4, 3), gs.randn(4, 2)
+    gs.manual_seed(0)
+    model = NanResidual()
+    shell = DebuggerShell(TextPresenter(io.StringIO()), commands=["zero", "finish"])
+    assert run_debug_step(model, lambda: ((model(x) - y) ** 2).mean(), shell, conditions=["module gate post"]) \
+        == "finished"
+    gs.manual_seed(0)
+    reference = NanResidual()
+    handle = reference.gate.register_full_backward_hook(
+        lambda module, grad_input, grad_output: tuple(None if g is None else gs.zeros_like(g) for g in grad_input))
+    ((reference(x) - y) ** 2).mean().backward()
+    handle.remove()
+    expected = _grads(reference)
+    assert all(np.isfinite(value).all() for value in expected.values())
+    for name, grad in _grads(model).items():
+        np.testing.assert_allclose(grad, expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
