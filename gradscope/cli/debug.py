@@ -115,10 +115,26 @@ def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None,
         line = workload.module_line(module_path)
         return None if line is None else relative_source(str(workload.path), line)
 
+    if any(parse_condition(condition).watches_forward_values() for condition in conditions):
+        batch = _recording_inputs(batch)
     shell = DebuggerShell(RichPresenter(app.out), commands=script)
     run_debug_step(workload.model, lambda: workload.loss(batch), shell, conditions=list(conditions), step=step,
                    backward=workload.backward, locate=locate, engine=workload.engine)
     run.exit(ExitCode.OK)
+
+
+def _recording_inputs(batch: Any) -> Any:
+    """The batch with its floating-point input tensors made to require grad (detached copies), so
+    that every operation of the forward pass records a node: a ``forward nan`` stop can then name
+    the operation that made the NaN (``LogBackward0``) even when it only involves the inputs."""
+    import dataclasses
+
+    def recording(value: Any) -> Any:
+        if hasattr(value, "requires_grad_") and value.is_floating_point() and not value.requires_grad:
+            return value.detach().requires_grad_()
+        return value
+
+    return dataclasses.replace(batch, inputs=tuple(recording(value) for value in batch.inputs))
 
 
 def _restore_bundle(workload: Any, bundle_file: str) -> tuple[int, Any]:

@@ -138,6 +138,10 @@ class Breakpoint:
             return False
         return event.phase in self.phases and all(clause.matches(event) for clause in self.clauses)
 
+    def watches_forward_values(self) -> bool:
+        """Whether it looks for NaN/Inf in the forward pass (``forward nan``)."""
+        return "forward" in self.phases and bool(self.kinds() & NONFINITE_KINDS)
+
     def kinds(self) -> set[str]:
         """The kinds of its clauses (``{"forward", "nan"}``)."""
         return {clause.kind for clause in self.clauses}

@@ -40,7 +40,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from gradscope.debug.conditions import NONFINITE_KINDS, BreakpointTable, Event
+from gradscope.debug.conditions import BreakpointTable, Event
 from gradscope.debug.forward import ValueWatch
 from gradscope.debug.graph import HOOK_NODE, AutogradGraph, build_graph
 from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tensor_stats, total_norm
@@ -313,8 +313,7 @@ class DebugSession:
     def watches_forward_values(self) -> bool:
         """Whether a ``forward`` breakpoint looks for NaN/Inf (then ``run_debug_step`` traces the
         lines of the forward pass with a :class:`ValueWatch`)."""
-        return any(b.enabled and "forward" in b.phases and b.kinds() & NONFINITE_KINDS
-                   for b in self.breakpoints.breakpoints)
+        return any(b.enabled and b.watches_forward_values() for b in self.breakpoints.breakpoints)
 
     def forward_watch(self) -> ValueWatch | nullcontext:
         """A context that traces the forward pass for non-finite values when a breakpoint asks."""

@@ -68,8 +68,9 @@ def test_commands_file_and_step(tmp_path: Path) -> None:
                  "--commands-file", str(commands))
     assert result.exit_code == 0, result.stderr
     line = _line_of(SAMPLES / "nan_forward.py", "return gs.log(counts + 1.0)")
-    assert result.stdout.startswith(f"> stopped at line {line} in features (LogFeatures) · forward: a line of "
+    assert result.stdout.startswith("> stopped at LogBackward0 in features (LogFeatures) · forward: a line of "
                                     "forward code made nan · breakpoint 1 (forward and nan)")
+    assert "  node:    LogBackward0 (made the value)\n" in result.stdout
     assert f"  source:  {os.path.relpath(SAMPLES / 'nan_forward.py')}:{line}\n" in result.stdout
     assert "  note:    this line made nan: return gs.log(counts + 1.0)" in result.stdout
     assert "  step:    5" in result.stdout

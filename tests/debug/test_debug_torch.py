@@ -241,8 +241,9 @@ def test_forward_nan_stops_at_the_torch_log_line() -> None:
     sample = SAMPLES / "torch" / "nan_forward.py"
     result = _run("debug", str(sample), "--step", "5", "--break", "forward nan", "--commands", "where; quit")
     line = next(i for i, text in enumerate(sample.read_text().splitlines(), 1) if "torch.log(" in text)
-    assert result.stdout.startswith(f"> stopped at line {line} in features (LogFeatures) · forward: a line of "
+    assert result.stdout.startswith("> stopped at LogBackward0 in features (LogFeatures) · forward: a line of "
                                     "forward code made nan")
+    assert "  node:    LogBackward0 (made the value)\n" in result.stdout
     assert f"  source:  {os.path.relpath(sample)}:{line}\n" in result.stdout
     assert "this line made nan: return torch.log(counts + 1.0)" in result.stdout
 
