@@ -22,7 +22,7 @@ RANKS = {
 }
 RENDER_FORBIDDEN = {"autograd", "ops", "nn", "hooks", "optim"}
 # Layers that reach an engine only through gradscope/engines (they run torch models too).
-ENGINE_NEUTRAL = {"loading", "monitor", "testing", "render", "cli"}
+ENGINE_NEUTRAL = {"loading", "monitor", "testing", "render", "cli", "debug"}
 
 
 def _layer(path: Path) -> str:
@@ -58,6 +58,8 @@ def test_imports_only_go_downward(path: Path) -> None:
             assert layer in ("cli", "render"), f"{path}:{line} imports rich outside render/ and cli/"
         if top == "torch":
             assert layer == "engines", f"{path}:{line} imports torch outside gradscope/engines"
+        if layer == "debug":
+            assert module != "gradscope", f"{path}:{line}: debug/ must not import the gradscope package itself"
         if top != "gradscope" or module == "gradscope":
             continue
         target = module.split(".")[1]

@@ -237,6 +237,25 @@ class Engine:
         """The module a compiled wrapper wraps (``module`` itself when it is not one)."""
         return module
 
+    # ------------------------------------------------------------------ debugger (gradscope.debug)
+    def gradient_edge(self, tensor: Any) -> tuple[Any, int] | None:
+        """``(node, output_nr)`` that receives ``tensor``'s gradient in backward: its ``grad_fn``
+        and output slot, or a leaf's gradient accumulator; None when it does not require grad."""
+        raise NotImplementedError
+
+    def queue_backward_callback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` once the backward pass now running has finished."""
+        raise NotImplementedError
+
+    def node_creation_frames(self, node: Any) -> list[tuple[str, int, str]]:
+        """``[(file, line, function), ...]``, outermost first, of the code that created ``node``
+        (empty unless it was created inside :meth:`record_creation_traces`)."""
+        return [(file, line, "") for file, line in self.node_trace(node)]
+
+    def debug_namespace(self) -> dict[str, Any]:
+        """The engine's names for expressions typed at the debugger's prompt (``gs`` or ``torch``)."""
+        raise NotImplementedError
+
 
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the

@@ -240,3 +240,26 @@ class TorchEngine(Engine):
 
     def uncompiled(self, module: Any) -> Any:
         return module._orig_mod if self.is_compiled_module(module) else module
+
+    # ------------------------------------------------------------------ debugger (gradscope.debug)
+    _FRAME_IN = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+
+    def gradient_edge(self, tensor: Any) -> tuple[Any, int] | None:
+        if not tensor.requires_grad:
+            return None
+        edge = torch.autograd.graph.get_gradient_edge(tensor)
+        return edge.node, edge.output_nr
+
+    def queue_backward_callback(self, callback: Callable[[], None]) -> None:
+        torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+    def node_creation_frames(self, node: Any) -> list[tuple[str, int, str]]:
+        frames = []
+        for text in getattr(node, "metadata", {}).get("traceback_") or ():
+            match = self._FRAME_IN.search(text)
+            if match is not None:
+                frames.append((match["file"], int(match["line"]), match["function"]))
+        return frames
+
+    def debug_namespace(self) -> dict[str, Any]:
+        return {"torch": torch}

@@ -49,12 +49,6 @@ def test_engine_mismatch_is_a_model_error(tmp_path, monkeypatch, model, engine, 
         == 0
 
 
-def test_debug_refuses_torch_models_for_now():
-    result = run("debug", str(SAMPLES / "torch" / "mlp.py"), "--commands", "quit")
-    assert result.exit_code == 3
-    assert "debug does not support torch models yet" in result.stderr
-
-
 def test_graph_draws_torchs_grad_fn_graph():
     result = run("graph", str(SAMPLES / "torch" / "mlp.py"))
     assert result.exit_code == 0, result.stderr
