@@ -90,7 +90,7 @@ def test_where_through_the_installed_script_shows_the_model_file() -> None:
                              "--commands", "where; quit"], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "  source:  sample_models/nan_backward.py:21 (defined here)\n" in result.stdout
+    assert "  source:  sample_models/nan_backward.py:26 (defined here)\n" in result.stdout
     assert "(created at sample_models/nan_backward.py:15 in forward)" in result.stdout
 
 
