@@ -45,8 +45,10 @@ def format_option(*choices: str) -> Callable[[F], F]:
 
 
 def seed_option(fn: F) -> F:
-    """``--seed``: seeds gradscope's generator before the model file runs."""
-    return option("seed", "Seed gradscope's random generator before loading MODEL "
+    """``--seed``: seeds gradscope's generator (and torch's, for a torch model file) before the model
+    file runs."""
+    return option("seed", "Seed gradscope's random generator (and torch's, for a torch model file) "
+                  "before loading MODEL "
                   "(-2**63 .. 2**64-1; negative seeds as in torch.manual_seed).", default=0)(fn)
 
 

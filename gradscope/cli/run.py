@@ -109,6 +109,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
             sys.stderr.flush()
     if error is not None and getattr(reducer, "signalled", False):
         error, interrupt = None, KeyboardInterrupt()  # a collective failed because the job is being stopped
+    if error is not None and _raised_by_monitor(error.original):
+        raise error.original  # gradscope's own failure: the CLI reports an internal error (exit 4)
     if error is not None:
         sys.stderr.write(error.traceback_text)
         sys.stderr.flush()
@@ -145,3 +147,19 @@ def print_report(app: App, report: Any, output_format: str) -> None:
 
         app.echo_json(run_to_dict(report))
     app.err.print(run_summary(report))
+
+
+def _raised_by_monitor(exc: BaseException) -> bool:
+    """True when the innermost frame of ``exc`` is gradscope's run monitor (not the script)."""
+    import os
+
+    from gradscope.monitor import distributed, run_localize
+    from gradscope.monitor import run as run_monitor
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    own = {os.path.abspath(module.__file__) for module in (run_monitor, run_localize, distributed)}
+    return os.path.abspath(tb.tb_frame.f_code.co_filename) in own

@@ -153,6 +153,16 @@ class Engine:
         """A detached copy of ``tensor`` on its device (for snapshots)."""
         return tensor.detach().clone()
 
+    def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
+        """Detached copies of ``tensors``; written into ``into`` (tensors of the same shapes,
+        dtypes and devices, e.g. an older snapshot's) when given, to save allocations."""
+        if into is None:
+            return [self.clone(tensor) for tensor in tensors]
+        with self.no_grad():
+            for target, tensor in zip(into, tensors, strict=True):
+                target.copy_(tensor)
+        return list(into)
+
     def copy_into(self, target: Any, value: Any) -> None:
         """``target.copy_(value)`` without recording graph; ``value`` is a tensor or a numpy array
         (moved to the target's device and cast to its dtype)."""
@@ -229,3 +239,28 @@ def squared_norm(array: np.ndarray) -> float:
         flat64 = flat.astype(np.float64)
         value = float(np.dot(flat64, flat64))
     return value
+
+
+#: Arrays up to this many elements are reduced together in one pass (per-call overhead dominates).
+BATCH_LIMIT = 1 << 15
+
+
+def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:
+    """:func:`squared_norm` of each array (None for None); small float arrays of one dtype are
+    squared and summed together in one pass (a non-finite result is recomputed on its own, so a
+    float32 overflow of finite values is not reported as Inf)."""
+    if len(arrays) == 1:
+        return [None if arrays[0] is None else squared_norm(arrays[0])]
+    result: list[float | None] = [None] * len(arrays)
+    small = [index for index, array in enumerate(arrays)
+             if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == np.float32]
+    if len(small) > 1:
+        offsets = np.cumsum([0] + [arrays[index].size for index in small[:-1]])
+        flat = np.concatenate([arrays[index].reshape(-1) for index in small])
+        np.multiply(flat, flat, out=flat)
+        for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):
+            result[index] = value if math.isfinite(value) else None
+    for index, array in enumerate(arrays):
+        if array is not None and result[index] is None:
+            result[index] = squared_norm(array)
+    return result

@@ -8,7 +8,7 @@ import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.base import Engine, squared_norm
+from gradscope.engines.base import Engine, squared_norms_of_arrays
 from gradscope.nn.modules import module as module_hooks
 from gradscope.nn.modules.module import Module
 from gradscope.optim import optimizer as optimizer_hooks
@@ -58,10 +58,20 @@ class NativeEngine(Engine):
         return tuple(tuple(int(size) for size in shape) for shape, _ in node._meta or ())
 
     def to_numpy(self, tensor: Any) -> np.ndarray:
-        return tensor.detach().numpy()
+        return tensor._data
 
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
-        return [None if tensor is None else squared_norm(tensor.detach().numpy()) for tensor in tensors]
+        return squared_norms_of_arrays([None if tensor is None else tensor._data for tensor in tensors])
+
+    def clone(self, tensor: Any) -> Any:
+        return Tensor._make(tensor._data.copy())
+
+    def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
+        if into is None:
+            return [Tensor._make(tensor._data.copy()) for tensor in tensors]
+        for target, tensor in zip(into, tensors, strict=True):
+            np.copyto(target._data, tensor._data)
+        return list(into)
 
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
         from gradscope.nn.utils import clip_grad_norm_

@@ -136,6 +136,14 @@ class TorchEngine(Engine):
             result.append(square)
         return loss_value, result
 
+    def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
+        if into is None:
+            return [tensor.detach().clone() for tensor in tensors]
+        if tensors:
+            with torch.no_grad():
+                torch._foreach_copy_(list(into), list(tensors))
+        return list(into)
+
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
         return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)
 

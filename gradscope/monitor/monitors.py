@@ -13,6 +13,9 @@ into zeros and makes in-place operations on module outputs fail). Per module cal
   module returned);
 * ``grad_input`` through post-hooks on the autograd nodes that the call created and that send
   gradient to its inputs (found by walking the graph from the outputs back to the inputs).
+
+When one node both made an output and sends gradient to the inputs (a module of one operation),
+its post-hook reports both, so that the node needs a single hook.
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ class _HookOwner:
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         self.model = model
         self.engine = engine or engine_of(model)
-        self._names = {id(module): name for name, module in model.named_modules()}
+        self._named_modules = list(model.named_modules())
+        self._names = {id(module): name for name, module in self._named_modules}
         self._handles: list[Any] = []
 
     def _attach(self) -> None:
@@ -141,11 +145,19 @@ class ModuleGradientHooks(_HookOwner):
         if call is None:
             return
         outputs = [t for t in self.engine.tensors_in(output) if t.requires_grad]
+        boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
+        # An output made by a node that also sends gradient to the inputs (a leaf module's
+        # single op) is seen by that node's post-hook: one hook instead of two.
+        output_slots: dict = {}
         for tensor in outputs:
-            self._handles.append(tensor.register_hook(partial(self._grad_output, call)))
-        if call.edges or call.leaves or self.track_owners:
-            for node, slots in self._walk(call, outputs).items():
-                self._handles.append(node.register_hook(partial(self._node_hook, call, slots)))
+            node = tensor.grad_fn
+            if node in boundary and tensor.output_nr not in output_slots.setdefault(node, []):
+                output_slots[node].append(tensor.output_nr)
+            else:
+                self._handles.append(tensor.register_hook(partial(self._grad_output, call)))
+        for node, slots in boundary.items():
+            self._handles.append(node.register_hook(partial(self._node_hook, call, slots,
+                                                            tuple(output_slots.get(node, ())))))
 
     def _pop(self, module: Any) -> ModuleCall | None:
         """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
@@ -184,7 +196,11 @@ class ModuleGradientHooks(_HookOwner):
                     stack.append(child)
         return {node: tuple(slots) for node, slots in boundary.items()}
 
-    def _node_hook(self, call: ModuleCall, slots: tuple, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
+    def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
+                   grad_outputs: tuple) -> tuple | None:
+        for index in output_slots:
+            if grad_outputs[index] is not None:
+                self._grad_output(call, grad_outputs[index])
         grads = [grad_inputs[index] for index in slots]
         replaced = self._grad_input(call, grads)
         if replaced is None:
@@ -211,7 +227,7 @@ class GradientMonitor(ModuleGradientHooks):
 
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         super().__init__(model, engine)
-        self._types = {name: type(module).__name__ for name, module in model.named_modules()}
+        self._types = {name: type(module).__name__ for name, module in self._named_modules}
         self._calls: dict[str, int] = {}
         self._squares: dict[str, list[float | None]] = {}
         self._nonfinite: dict[str, int] = {}
@@ -223,14 +239,15 @@ class GradientMonitor(ModuleGradientHooks):
         self._add(call.name, 0, [grad])
 
     def _grad_input(self, call: ModuleCall, grads: list) -> None:
-        self._add(call.name, 1, grads)
+        self._add(call.name, 1, [grad for grad in grads if grad is not None])
 
     def _add(self, name: str, index: int, grads: list) -> None:
-        present = [grad for grad in grads if grad is not None]
-        if not present:
+        if not grads:
             return
-        squares = self._squares.setdefault(name, [None, None])
-        for grad, square in zip(present, self.engine.squared_norms(present)):
+        squares = self._squares.get(name)
+        if squares is None:
+            squares = self._squares[name] = [None, None]
+        for grad, square in zip(grads, self.engine.squared_norms(grads)):
             squares[index] = (squares[index] or 0.0) + square
             if not math.isfinite(square):
                 self._nonfinite[name] = self._nonfinite.get(name, 0) + nonfinite_count(self.engine, grad)

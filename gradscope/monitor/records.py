@@ -124,7 +124,8 @@ class StepRecord:
         clipped_total_grad_norm: total norm after ``--clip`` (``run`` only; None without it).
         clipped_parameter_norms: per-parameter norms after ``--clip`` (``run`` only).
         skipped: the backward pass was not followed by an optimizer step (``run`` only: e.g. a
-            gradient scaler skipped it).
+            gradient scaler skipped it). ``run`` records ``loss`` None when ``backward()`` was
+            called on a tensor with more than one element.
         ranks: per-rank figures of a distributed ``run`` (empty in one process).
     """
 

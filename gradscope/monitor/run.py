@@ -243,6 +243,16 @@ class RunMonitor:
         return self._names.get(id(module))
 
     @property
+    def optimizer_steps(self) -> int:
+        """How many optimizer steps have run."""
+        return self._optimizer_steps
+
+    @property
+    def last_optimizer(self) -> Any:
+        """The optimizer of the last step (None before the first)."""
+        return self._last_optimizer
+
+    @property
     def parameters(self) -> list[tuple[str, Any]]:
         """``(name, parameter)`` of every trainable parameter of the model, in model order."""
         return self._parameters
@@ -368,7 +378,8 @@ class RunMonitor:
         if scaled is not None and loss is not None and scaled[0] is loss:
             scale = float(scaled[1].get_scale())
             loss_value = loss_value / scale
-            squares[:len(grads)] = [None if value is None else value / (scale * scale) for value in squares[:len(grads)]]
+            squares[:len(grads)] = [None if value is None else value / (scale * scale)
+                                    for value in squares[:len(grads)]]
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss)
         stats = self.reducer.combine(engine, self._parameters, stats)
@@ -431,8 +442,7 @@ class RunMonitor:
         pending, self._pending = self._pending, []
         last = pending[-1]
         losses = [stats.loss for stats in pending if stats.loss is not None]
-        loss = math.fsum(losses) if losses and all(math.isfinite(v) for v in losses) else \
-            (sum(losses) if losses else math.nan)
+        loss = None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
         names = [name for name, _ in self._parameters]
         layer_squares: dict[str, float] = {}
         for module, square in zip(self._parameter_modules, last.squares):

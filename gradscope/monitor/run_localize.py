@@ -122,8 +122,8 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                 call.outputs[0]), source=None, kind=kind, detail=f"{_words(call.name)} returned {kind}; running "
                                                                  "it again did not reproduce it")
         if trace.parameter is not None:
-            if monitor._optimizer_steps:
-                return _update_origin(step - 1, trace.parameter, trace.kind, monitor._last_optimizer)
+            if monitor.optimizer_steps:
+                return _update_origin(step - 1, trace.parameter, trace.kind, monitor.last_optimizer)
             return NonFiniteOrigin(step=step, phase="forward", module=trace.module, node=None, source=None,
                                    kind=trace.kind, detail=f"parameter {trace.parameter} was already {trace.kind} "
                                                            "before the first optimizer step")

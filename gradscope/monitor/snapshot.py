@@ -51,14 +51,28 @@ class Snapshot:
 
     @classmethod
     def capture(cls, step: int, model: Any, optimizer: Any, batch_raw: Any, model_label: str = "",
-                engine: Engine | None = None) -> "Snapshot":
-        """Copy the current state of ``model``, ``optimizer``, the batch and the generators."""
+                engine: Engine | None = None, *, named: tuple[list, list] | None = None,
+                reuse: "Snapshot | None" = None) -> "Snapshot":
+        """Copy the current state of ``model``, ``optimizer``, the batch and the generators.
+
+        Args:
+            named: ``(list(model.named_parameters()), list(model.named_buffers()))``, when the
+                caller keeps them (a training loop captures every step).
+            reuse: an older snapshot of the same model, no longer needed: its parameter and
+                buffer copies are overwritten instead of allocating new ones.
+        """
         engine = engine or engine_of(model)
+        parameters, buffers = named or (list(model.named_parameters()), list(model.named_buffers()))
+        fits = reuse is not None and not reuse.encoded and reuse.engine == engine.name \
+            and list(reuse.parameters) == [name for name, _ in parameters] \
+            and list(reuse.buffers) == [name for name, _ in buffers]
         with engine.no_grad():
             return cls(
                 step=step,
-                parameters={name: engine.clone(p) for name, p in model.named_parameters()},
-                buffers={name: engine.clone(b) for name, b in model.named_buffers()},
+                parameters=dict(zip((name for name, _ in parameters), engine.clone_all(
+                    [p for _, p in parameters], list(reuse.parameters.values()) if fits else None))),
+                buffers=dict(zip((name for name, _ in buffers), engine.clone_all(
+                    [b for _, b in buffers], list(reuse.buffers.values()) if fits else None))),
                 optimizer_state=_clone(engine, optimizer.state_dict()),
                 batch=_clone(engine, batch_raw),
                 rng_state=engine.get_rng_state(),

@@ -96,12 +96,14 @@ class Watcher:
         engine = self.workload.engine
         self.optimizer = self.workload.make_optimizer(self.options.lr)
         parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-        previous = None
+        named = (list(model.named_parameters()), list(model.named_buffers()))
+        previous = spare = None
         for step in range(self.options.steps):
             batch = self.workload.batch(step)
             snapshot = None
             if self.stops_on_nonfinite:
-                snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label, engine)
+                snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label, engine,
+                                            named=named, reuse=spare)
             self.divergence.start(parameters, snapshot.parameters if snapshot is not None else None)
             last = step == self.options.steps - 1
             record, stop = self._train_step(step, batch, parameters, check_update=last)
@@ -120,7 +122,7 @@ class Watcher:
                     self.bundle = self.options.bundle
                 yield record
                 return
-            previous = snapshot
+            spare, previous = previous, snapshot
             yield record
 
     def report(self, interrupted: bool = False) -> WatchReport:

@@ -1164,7 +1164,7 @@ class HardtanhBackward0(Node):
 
     def backward(self, g):
         x = self.saved()[0]
-        return g * ((x > self.low) & (x < self.high))
+        return np.where((x > self.low) & (x < self.high), g, np.zeros((), g.dtype))
 
 
 class HardtanhBackward1(HardtanhBackward0):
@@ -1186,7 +1186,8 @@ class HardsigmoidBackward0(Node):
 
     def backward(self, g):
         x = self.saved()[0]
-        return g * ((x > -3.0) & (x < 3.0)) * (1.0 / 6.0)
+        # torch's kernel uses the float32 constant 1/6 for every dtype
+        return np.where((x > -3.0) & (x < 3.0), g * g.dtype.type(np.float32(1.0 / 6.0)), np.zeros((), g.dtype))
 
 
 def hardsigmoid(input: Tensor) -> Tensor:
@@ -1225,7 +1226,7 @@ class ThresholdBackward0(Node):
     __slots__ = ("threshold",)
 
     def backward(self, g):
-        return g * (self.saved()[0] > self.threshold)
+        return np.where(self.saved()[0] > self.threshold, g, np.zeros((), g.dtype))
 
 
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:

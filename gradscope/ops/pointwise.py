@@ -190,7 +190,8 @@ class ReluBackward0(Node):
     _save_output = True
 
     def backward(self, g):
-        return g * (self.saved()[0] > 0)  # relu'(0) = 0
+        # relu'(0) = 0; selected, not multiplied, so a NaN/Inf gradient stops here as in torch
+        return np.where(self.saved()[0] > 0, g, np.zeros((), g.dtype))
 
 
 def relu(input: Tensor) -> Tensor:
@@ -230,7 +231,7 @@ class ClampBackward1(Node):
             mask &= x >= self.low
         if self.high is not None:
             mask &= x <= self.high
-        return g * mask
+        return np.where(mask, g, np.zeros((), g.dtype))
 
 
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
@@ -262,11 +263,11 @@ class MaximumBackward0(Node):
     def backward(self, g):
         (node_a, _), (node_b, _) = self._next
         a, b = self.saved()
-        wins = self._pick(a, b)
-        tie = a == b
-        share_a = np.where(tie, 0.5, wins.astype(g.dtype)).astype(g.dtype)
-        ga = unbroadcast(g * share_a, self.shape_a) if node_a is not None else None
-        gb = unbroadcast(g * (1 - share_a), self.shape_b) if node_b is not None else None
+        wins, loses, tie = self._pick(a, b), self._pick(b, a), a == b
+        zero, half = np.zeros((), g.dtype), g * g.dtype.type(0.5)
+        # selected, not multiplied by a 0/1 mask: the loser gets exactly 0 even where g is NaN (torch)
+        ga = unbroadcast(np.where(wins, g, np.where(tie, half, zero)), self.shape_a) if node_a is not None else None
+        gb = unbroadcast(np.where(loses, g, np.where(tie, half, zero)), self.shape_b) if node_b is not None else None
         return ga, gb
 
 

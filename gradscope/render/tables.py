@@ -365,7 +365,7 @@ def run_summary(report: "RunReport") -> RenderableType:
     parts: list[RenderableType] = []
     history = report.history
     if history:
-        losses = [r.loss for r in history]
+        losses = [r.loss for r in history if r.loss is not None] or [math.nan]
         parts.append(Text(f"gradscope run {report.script}: {report.steps_run} step{'s' if report.steps_run != 1 else ''}"
                           f"   loss {fmt(losses[0])} -> {fmt(losses[-1])}   {sparkline(losses)}", style="bold"))
         table = Table(title="Gradient norm per layer over the run", title_justify="left", header_style="bold")

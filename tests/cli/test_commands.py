@@ -30,9 +30,6 @@ EXPECTED_INSPECT = {
     "unused_detach": {"no_grad"},
 }
 ALL = sorted(EXPECTED_INSPECT)
-# PyTorch's ReLU backward selects 0 where its output was 0 (gradscope's multiplies, and NaN * 0 is
-# NaN), so the NaN of nan_backward.py's LogBackward0 never reaches a parameter on PyTorch.
-TORCH_DIFFERS = {"nan_backward"}
 
 
 def prefix(engine: str) -> str:
@@ -45,7 +42,7 @@ FINDING_KEYS = {"check", "severity", "module", "parameter", "message", "value", 
 # ------------------------------------------------------------------------------------------- inspect
 @pytest.mark.parametrize("name", ALL)
 def test_inspect_json_schema_and_findings(gradscope, name, engine):
-    expected = set() if engine == "torch" and name in TORCH_DIFFERS else EXPECTED_INSPECT[name]
+    expected = EXPECTED_INSPECT[name]
     result = gradscope("inspect", sample(name), "--format", "json", code=1 if expected else 0)
     data = json.loads(result.stdout)
     assert set(data) == {"schema", "model", "step", "loss", "total_grad_norm", "modules", "parameters", "findings"}
@@ -154,16 +151,12 @@ def test_watch_nan_forward_later_step(gradscope, tmp_path, engine):
 
 
 def test_watch_nan_backward(gradscope, engine):
-    if engine == "torch":
-        data = gradscope.json("watch", sample("nan_backward"), "--steps", "5", "--nan", "--bundle", "b.npz", code=0)
-        assert data["first_nonfinite"] is None and data["steps_run"] == 5
-    else:
-        data = gradscope.json("watch", sample("nan_backward"), "--steps", "5", "--nan", "--bundle", "b.npz", code=1)
-        origin = data["first_nonfinite"]
-        assert origin["step"] == 0 and origin["phase"] == "backward"
-        assert origin["module"] == "safe_log" and origin["node"] == "LogBackward0"
-        line = _line_of(sample("nan_backward"), "return gs.where(h > 0, gs.log(h)")
-        assert origin["source"].endswith(f"nan_backward.py:{line}")
+    data = gradscope.json("watch", sample("nan_backward"), "--steps", "5", "--nan", "--bundle", "b.npz", code=1)
+    origin = data["first_nonfinite"]
+    assert origin["step"] == 0 and origin["phase"] == "backward"
+    assert origin["module"] == "safe_log" and origin["node"] == "LogBackward0"
+    line = _line_of(sample("nan_backward"), f"return {prefix(engine)}where(h > 0, {prefix(engine)}log(h)")
+    assert origin["source"].endswith(f"nan_backward.py:{line}")
 
 
 def test_watch_nan_backward_at_a_later_step(gradscope):
@@ -305,7 +298,7 @@ EXPECTED_CHECK_FAILURES = {
 
 @pytest.mark.parametrize("name", ALL)
 def test_check_every_model(gradscope, name, engine):
-    failures = set() if engine == "torch" and name in TORCH_DIFFERS else EXPECTED_CHECK_FAILURES[name]
+    failures = EXPECTED_CHECK_FAILURES[name]
     data = gradscope.json("check", sample(name), "--steps", "3", code=1 if failures else 0)
     assert set(data) == {"schema", "passed", "waived", "checks", "findings"} and data["schema"] == "gradscope.check/1"
     assert data["passed"] is (not failures)

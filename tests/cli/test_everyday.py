@@ -10,8 +10,14 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from conftest import sample
 from gradscope.cli import App, cli
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
+
+
+def sample(name: str) -> str:
+    """Path of one of gradscope's own sample models."""
+    return str(SAMPLES / f"{name}.py")
 
 CONV_BN = """
 import gradscope as gs

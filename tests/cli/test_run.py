@@ -329,3 +329,30 @@ def test_backward_nonfinite_in_the_loss_computation_names_the_node(gradscope, sc
     origin = doc["first_nonfinite"]
     assert (origin["step"], origin["phase"], origin["module"], origin["node"], origin["kind"]) == \
         (0, "backward", None, "SqrtBackward0", "inf")
+
+
+def test_backward_on_a_non_scalar_has_no_loss(gradscope, tmp_path):
+    script = tmp_path / "vector.py"
+    script.write_text(textwrap.dedent('''
+        import gradscope as gs
+        from gradscope import nn
+        model = nn.Linear(3, 2)
+        out = model(gs.ones(4, 3))
+        out.backward(gs.ones(4, 2))
+    '''))
+    doc = _json(gradscope, "--nan", str(script), code=0)
+    # weight gradient 4 everywhere (2x3), bias gradient 4 (2): total sqrt(6 * 16 + 2 * 16)
+    assert doc["history"] == [{"step": 0, "loss": None, "total_grad_norm": pytest.approx(128 ** 0.5, rel=1e-6),
+                               "skipped": False}]
+    assert doc["status"] == "ok"
+
+
+def test_a_failure_inside_the_monitor_is_an_internal_error(gradscope, tmp_path, monkeypatch):
+    from gradscope.monitor import run as run_monitor
+
+    monkeypatch.setattr(run_monitor, "_all_finite", None)  # calling it fails inside the monitor
+    script = tmp_path / "fine.py"
+    script.write_text("import gradscope as gs\nfrom gradscope import nn\n"
+                      "nn.Linear(2, 1)(gs.ones(1, 2)).sum().backward()\n")
+    result = gradscope("run", str(script), code=4)
+    assert "internal error: TypeError: 'NoneType' object is not callable" in result.stderr

@@ -50,10 +50,11 @@ class Mlp(nn.Module):
 
 
 class SqrtRelu(nn.Module):
-    """Finite forward, NaN in backward: sqrt'(0) is inf, and relu's mask turns inf * 0 into NaN."""
+    """Finite forward, NaN in backward: sqrt'(0) is inf, and a relu written as a mask product turns
+    inf * 0 into NaN (``gs.relu`` would select 0 there, as torch does)."""
 
     def forward(self, x):
-        return gs.sqrt(gs.relu(x))
+        return gs.sqrt(x * (x > 0).float())
 
 
 class NanBackward(nn.Module):

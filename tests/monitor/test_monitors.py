@@ -114,9 +114,13 @@ def test_backward_tracer_finds_module_whose_backward_makes_nan():
         def forward(self, x):
             return gs.sqrt(x) * 0.0
 
-    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), SqrtModule(), nn.Linear(2, 1))
+    class MaskReLU(nn.Module):  # multiplies by its mask, so it passes NaN gradients on (nn.ReLU selects)
+        def forward(self, x):
+            return x * (x > 0).float()
+
+    model = nn.Sequential(nn.Linear(2, 2), MaskReLU(), SqrtModule(), nn.Linear(2, 1))
     with gs.no_grad():
-        model[0].bias.fill_(-100.0)  # ReLU outputs exact zeros: sqrt'(0) * 0 = inf * 0 = nan
+        model[0].bias.fill_(-100.0)  # exact zeros: sqrt'(0) * 0 = inf * 0 = nan
     tracer = BackwardNonFiniteTracer(model)
     with tracer:
         loss = model(gs.randn(3, 2, requires_grad=True)).sum()
