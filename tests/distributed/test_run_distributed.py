@@ -20,7 +20,9 @@ if not (dist.is_available() and dist.is_gloo_available()):
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(__file__).resolve().parent / "scripts" / "train.py"
+SCRIPT = ROOT / "sample_scripts" / "train_ddp.py"
+#: The line of train_ddp.py that divides by a zero norm.
+DIVIDE_LINE = next(number for number, line in enumerate(SCRIPT.read_text().splitlines(), 1) if "x / x.norm" in line)
 TIMEOUT = 90
 
 
@@ -57,19 +59,19 @@ def _assert_all_exited(pids: list[int]) -> None:
 
 def test_ddp_bad_batch_on_rank_1_names_the_rank_step_and_module(tmp_path):
     log = tmp_path / "steps.jsonl"
-    done = _gradscope("--nan", "--format", "json", "--log", str(log), str(SCRIPT), "ddp", "6", "--bad-step", "2",
-                      cwd=tmp_path)
+    done = _gradscope("--nan", "--format", "json", "--log", str(log), str(SCRIPT), "--steps", "6", "--bad-step", "2",
+                      "--print-pid", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     origin = document["first_nonfinite"]
     assert (origin["rank"], origin["step"], origin["phase"], origin["module"], origin["kind"]) == \
         (1, 2, "forward", "0", "nan")
-    assert origin["source"].endswith("train.py:20")  # x / x.norm(...)
+    assert origin["source"] == f"{SCRIPT}:{DIVIDE_LINE}"
     assert document["status"] == "nonfinite" and document["steps_run"] == 3
     assert [len(step["ranks"]) for step in document["history"]] == [2, 2, 2]
     # the user's output passes through, prefixed with the rank; rank 1 never printed step 2
-    assert "[rank0] step 1 loss" in done.stderr and "[rank1] step 1 loss" in done.stderr
-    assert "[rank1] step 2 loss" not in done.stderr
+    assert "[rank0] step 1: loss" in done.stderr and "[rank1] step 1: loss" in done.stderr
+    assert "[rank1] step 2: loss" not in done.stderr
     pids = _pids(done.stderr)
     assert len(pids) == 2
     _assert_all_exited(pids)
@@ -82,7 +84,7 @@ def _reference_parameter_norms(steps: int) -> list[dict[str, float]]:
     """The same model trained in one process on the union of both ranks' batches."""
     sys.path.insert(0, str(SCRIPT.parent))
     try:
-        import train
+        import train_ddp as train
     finally:
         sys.path.pop(0)
     model = train.make_model()
@@ -100,7 +102,7 @@ def _reference_parameter_norms(steps: int) -> list[dict[str, float]]:
 
 def test_fsdp2_parameter_norms_are_the_global_ones(tmp_path):
     log = tmp_path / "steps.jsonl"
-    done = _gradscope("--log", str(log), str(SCRIPT), "fsdp", "3", cwd=tmp_path)
+    done = _gradscope("--log", str(log), str(SCRIPT), "--fsdp", "--steps", "3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     reference = _reference_parameter_norms(3)
@@ -116,8 +118,8 @@ def test_fsdp2_parameter_norms_are_the_global_ones(tmp_path):
 
 
 def test_ctrl_c_stops_every_rank_and_exits_130(tmp_path):
-    launcher = subprocess.Popen([sys.executable, "-m", "gradscope", "run", "--nproc", "2", str(SCRIPT), "ddp", "400",
-                                 "--sleep", "0.05"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+    launcher = subprocess.Popen([sys.executable, "-m", "gradscope", "run", "--nproc", "2", str(SCRIPT), "--steps", "400",
+                                 "--sleep", "0.05", "--print-pid"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
     output: list[str] = []
     try:
@@ -127,9 +129,9 @@ def test_ctrl_c_stops_every_rank_and_exits_130(tmp_path):
             if not line:
                 break
             output.append(line)
-            if sum("] step 3 loss" in seen for seen in output) == 2:
+            if sum("] step 3: loss" in seen for seen in output) == 2:
                 break
-        assert sum("] step 3 loss" in seen for seen in output) == 2, "".join(output)
+        assert sum("] step 3: loss" in seen for seen in output) == 2, "".join(output)
         launcher.send_signal(signal.SIGINT)
         rest, _ = launcher.communicate(timeout=TIMEOUT)
     finally:

@@ -1,10 +1,12 @@
-"""A small data-parallel training script for gradscope's distributed tests (run under torchrun).
+"""A data-parallel training script (PyTorch, DDP or FSDP2) that runs under torchrun.
 
-    train.py ddp|fsdp STEPS [--bad-step K] [--sleep SECONDS]
+    torchrun --nproc-per-node 2 sample_scripts/train_ddp.py --steps 6 --bad-step 3
+    gradscope run --nproc 2 --nan sample_scripts/train_ddp.py --steps 6 --bad-step 3
 
 Rank r's batch at step s is ``randn(6, 4)`` from a generator seeded ``100 * s + r``. With
 ``--bad-step K``, rank 1's batch at step K holds a row of zeros, which the first module
-(``normalize``) turns into NaN (0 / 0).
+(``Normalize``) turns into NaN (0 / 0). ``--fsdp`` shards the model with FSDP2's
+``fully_shard`` instead of wrapping it in ``DistributedDataParallel``.
 """
 import argparse
 import os
@@ -31,16 +33,17 @@ def batch(step, rank):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("ddp", "fsdp"))
-    parser.add_argument("steps", type=int)
+    parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--bad-step", type=int, default=-1)
-    parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--fsdp", action="store_true")
+    parser.add_argument("--sleep", type=float, default=0.0, help="seconds to wait after each step")
+    parser.add_argument("--print-pid", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     model = make_model()
-    if args.mode == "fsdp":
+    if args.fsdp:
         from torch.distributed.fsdp import fully_shard
 
         for layer in model:
@@ -50,7 +53,8 @@ def main():
     else:
         model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    print(f"pid {os.getpid()}", flush=True)
+    if args.print_pid:
+        print(f"pid {os.getpid()}", flush=True)
     for step in range(args.steps):
         x = batch(step, rank)
         if step == args.bad_step and rank == 1:
@@ -59,7 +63,7 @@ def main():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        print(f"step {step} loss {loss.item():.4f}", flush=True)
+        print(f"step {step}: loss {loss.item():.4f}", flush=True)
         time.sleep(args.sleep)
     dist.destroy_process_group()
 
