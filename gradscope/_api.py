@@ -13,22 +13,39 @@ from gradscope.ops.arith import (add, allclose, bmm, div, divide, dot, eq, equal
                                  isclose, le, logical_and, logical_not, logical_or, logical_xor, lt, matmul,
                                  mm, mul, multiply, mv, ne, neg, negative, pow, remainder, sub, subtract,
                                  true_divide)
-from gradscope.ops.creation import (Generator, arange, as_tensor, default_generator, empty, empty_like, eye,
+from gradscope.autograd.device import device
+from gradscope.autograd.dtypes import finfo, iinfo
+from gradscope.ops.creation import LEGACY_TYPES as _LEGACY_TYPES
+from gradscope.ops.creation import (Generator, arange, bernoulli, logspace, normal, as_tensor, default_generator, empty, empty_like, eye,
                                     from_numpy, full, full_like, get_default_dtype, get_rng_state,
                                     initial_seed, linspace, manual_seed, multinomial, ones, ones_like, rand,
                                     rand_like, randint, randint_like, randn, randn_like, randperm, seed,
                                     set_default_dtype, set_rng_state, tensor, zeros, zeros_like)
 from gradscope.ops.indexing import gather, index_select, masked_fill, scatter_add, tril, triu
-from gradscope.ops.pointwise import (abs, ceil, clamp, cos, erf, exp, floor, isfinite, isinf, isnan, log,
-                                     log1p, maximum, minimum, nan_to_num, relu, round, rsqrt, sigmoid, sign,
-                                     sin, sqrt, tanh, where)
+from gradscope.ops.pointwise import (abs, clamp, cos, erf, exp, isfinite, isinf, isnan, log, log1p, maximum,
+                                     minimum, nan_to_num, relu, rsqrt, sigmoid, sign, sin, sqrt, tanh, where)
+from gradscope.ops.elementwise import (acos, acosh, addcdiv, addcmul, arctan2, asin, asinh, atan, atan2, atanh,
+                                       bitwise_and, bitwise_or, bitwise_xor, ceil, clamp_max, clamp_min, cosh,
+                                       expm1, floor, fmod, frac, lerp, log2, log10, logaddexp, logit, reciprocal,
+                                       round, sinh, square, tan, trunc, xlogy)
+from gradscope.ops.arith import bitwise_not
+from gradscope.ops.sorting import argsort, cummax, cummin, cumprod, kthvalue, median, msort, sort, topk
+from gradscope.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, cdist, dist, einsum, ger, outer,
+                                  sparse_coo_tensor, spmm, tensordot)
+from gradscope.ops.indexing import argwhere, index_add, index_fill, masked_select, nonzero, scatter, take
 from gradscope.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, log_softmax,
                                   logsumexp, max, mean, min, norm, prod, softmax, std, std_mean, sum, var,
                                   var_mean)
-from gradscope.ops.shape import (broadcast_to, cat, chunk, clone, concat, concatenate, flatten, flip,
-                                 permute, repeat, reshape, split, squeeze, stack, swapaxes, swapdims, t,
-                                 transpose, unbind, unflatten, unsqueeze)
-from gradscope import autograd, utils
+from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, clone, column_stack, concat,
+                                 concatenate, diag, diag_embed, diagflat, diagonal, dstack, flatten, flip, fliplr,
+                                 flipud, hstack, meshgrid, movedim, narrow, permute, repeat, repeat_interleave,
+                                 reshape, roll, select, split, squeeze, stack, swapaxes, swapdims, t,
+                                 tensor_split, tile, trace, transpose, tril_indices, triu_indices, unbind,
+                                 unflatten, unsqueeze, vstack)
+from gradscope import autograd, backends, cuda, distributions, sparse, utils
+from gradscope.runtime import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,
+                               get_num_threads, set_float32_matmul_precision, set_num_threads,
+                               use_deterministic_algorithms)
 from gradscope import nn  # noqa: E402
 from gradscope import optim  # noqa: E402
 from gradscope.serialization import load, save  # noqa: E402
@@ -36,6 +53,10 @@ from gradscope.errors import GradscopeError
 from gradscope.autograd.anomaly import is_anomaly_enabled, set_detect_anomaly as set_anomaly_enabled  # noqa: E402
 
 clip = clamp
+fix = trunc
+absolute = abs
+moveaxis = movedim
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 concat = cat
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 numel = lambda t: t.numel()  # noqa: E731
@@ -43,3 +64,6 @@ numel = lambda t: t.numel()  # noqa: E731
 
 def is_floating_point(t: Tensor) -> bool:
     return t.is_floating_point()
+
+globals().update(_LEGACY_TYPES)
+

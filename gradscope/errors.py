@@ -9,3 +9,8 @@ class GradscopeError(Exception):
 
 class ModelError(GradscopeError):
     """The user's model file or model code could not be loaded or run."""
+
+
+class ControlFlow(BaseException):
+    """Raised by gradscope itself through the user's code on purpose (for example the debugger's
+    ``quit``). The boundary around user code lets it pass instead of blaming the model."""

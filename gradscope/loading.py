@@ -8,6 +8,9 @@ The convention (see the README):
 * ``loss_fn(output, targets)`` returning a scalar tensor, or ``compute_loss(model, batch)``;
 * optionally ``make_optimizer(parameters)``; otherwise SGD with the given learning rate.
 
+The file may use gradscope (``import gradscope as gs; from gradscope import nn``) or PyTorch
+(``import torch; from torch import nn``); the model's class decides which engine runs it.
+
 Everything here raises :class:`ModelError` subclasses whose one-line message names the file, so the
 CLI can print it and exit with code 3.
 """
@@ -21,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from gradscope.engines import Engine, EngineError, engine_of, get_engine, select_engine
 from gradscope.errors import ModelError
+from gradscope.utils.usercode import describe_raise, passes_through
 
 __all__ = ["ModelFileError", "UserCodeError", "Batch", "Workload", "load_model_file"]
 
@@ -71,6 +76,7 @@ class Workload:
         optimizer_fn: ``make_optimizer(parameters) -> optimizer``; SGD when None.
         path: the model file (for source lines), or None.
         name: how messages name the workload (the path as the user typed it); defaults to ``path``.
+        engine: the engine adapter that runs ``model``; found from the model when None.
     """
 
     model: Any
@@ -80,7 +86,15 @@ class Workload:
     optimizer_fn: Callable[[Any], Any] | None = None
     path: Path | None = None
     name: str | None = None
+    engine: Engine | None = None
     _module_lines: dict[str, int] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.engine is None and self.model is not None:
+            self.engine = engine_of(self.model)
+            if self.engine is None or not self.engine.is_module(self.model):
+                raise ModelFileError(f"{self.label}: the model is {_describe(self.model)}; "
+                                     "expected an nn.Module instance (gradscope or torch)")
 
     @property
     def label(self) -> str:
@@ -94,7 +108,8 @@ class Workload:
         """Call ``batch(step)`` and check it returned ``(inputs, targets)``."""
         raw = self._call_user(f"batch({step})", self.batch_fn, step)
         if not isinstance(raw, (tuple, list)) or len(raw) != 2:
-            raise ModelFileError(f"{self.label}: batch({step}) returned {_describe(raw)}; "
+            what = f"{len(raw)} values" if isinstance(raw, (tuple, list)) else _describe(raw)
+            raise ModelFileError(f"{self.label}: batch({step}) returned {what}; "
                                  "expected a tuple (inputs, targets)")
         inputs, targets = raw
         inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -102,10 +117,7 @@ class Workload:
 
     def forward(self, batch: Batch) -> Any:
         """Run the model on ``batch.inputs``; an error names the failing module and its input shapes."""
-        try:
-            return self.model(*batch.inputs)
-        except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
-            raise UserCodeError(self._describe_failure("the model's forward", exc), exc) from exc
+        return self._call_user("the model's forward", self.model, *batch.inputs)
 
     def loss(self, batch: Batch) -> Any:
         """Forward pass and loss for ``batch``: a checked scalar tensor that requires grad."""
@@ -118,20 +130,19 @@ class Workload:
 
     def backward(self, loss: Any) -> None:
         """``loss.backward()``; an error (e.g. raised by the user's custom Function) becomes a ModelError."""
-        try:
-            loss.backward()
-        except Exception as exc:  # noqa: BLE001
-            if type(exc).__name__ == "AnomalyError":
-                raise
-            raise UserCodeError(self._describe_failure("backward", exc), exc) from exc
+        self._call_user("backward", loss.backward)
 
     def make_optimizer(self, lr: float) -> Any:
-        """The user's ``make_optimizer(parameters)``, or ``gs.optim.SGD(parameters, lr=lr)``."""
-        if self.optimizer_fn is None:
-            from gradscope import optim
+        """The user's ``make_optimizer(parameters)``, or the engine's ``optim.SGD(parameters, lr=lr)``.
 
-            return optim.SGD(self.model.parameters(), lr=lr)
+        ``make_optimizer`` may return ``(optimizer, scheduler)``: the scheduler then steps right
+        after every optimizer step.
+        """
+        if self.optimizer_fn is None:
+            return self.engine.sgd(self.model.parameters(), lr=lr)
         optimizer = self._call_user("make_optimizer(parameters)", self.optimizer_fn, self.model.parameters())
+        if isinstance(optimizer, tuple) and len(optimizer) == 2:
+            optimizer = self._with_scheduler(*optimizer)
         if not (hasattr(optimizer, "step") and hasattr(optimizer, "zero_grad")):
             raise ModelFileError(f"{self.label}: make_optimizer returned {_describe(optimizer)}; "
                                  "expected an optimizer (with step() and zero_grad())")
@@ -159,15 +170,32 @@ class Workload:
 
     # ------------------------------------------------------------------ helpers
     def _call_user(self, what: str, fn: Callable, *args: Any) -> Any:
+        """The one boundary around user code: whatever it raises (``SystemExit`` and stray
+        ``KeyboardInterrupt`` included) becomes a :class:`UserCodeError`, except real interrupts,
+        gradscope's own control flow and anomaly-mode errors, which pass through."""
         try:
             return fn(*args)
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - the user's code may raise anything
+            if passes_through(exc) or type(exc).__name__ == "AnomalyError":
+                raise
             raise UserCodeError(self._describe_failure(what, exc), exc) from exc
 
-    def _check_loss(self, value: Any, source: str) -> Any:
-        from gradscope.autograd.tensor import Tensor
+    def _with_scheduler(self, optimizer: Any, scheduler: Any) -> Any:
+        if not hasattr(scheduler, "step"):
+            raise ModelFileError(f"{self.label}: make_optimizer returned (optimizer, {_describe(scheduler)}); "
+                                 "expected (optimizer, scheduler) with a scheduler that has step()")
+        optimizer_step = optimizer.step
 
-        if not isinstance(value, Tensor):
+        def step(*args: Any, **kwargs: Any) -> Any:
+            result = optimizer_step(*args, **kwargs)
+            self._call_user("the scheduler's step()", scheduler.step)
+            return result
+
+        optimizer.step = step
+        return optimizer
+
+    def _check_loss(self, value: Any, source: str) -> Any:
+        if not self.engine.is_tensor(value):
             raise ModelFileError(f"{self.label}: {source} returned {_describe(value)}; expected a scalar tensor")
         if value.numel() != 1:
             raise ModelFileError(f"{self.label}: {source} returned a tensor of shape {tuple(value.shape)}; "
@@ -178,7 +206,7 @@ class Workload:
         return value
 
     def _describe_failure(self, what: str, exc: BaseException) -> str:
-        message = f"{self.label}: {what} raised {type(exc).__name__}: {_first_line(exc)}"
+        message = f"{self.label}: {what} {describe_raise(exc)}"
         module_frame = None
         line = None
         for frame, lineno in _traceback_frames(exc):
@@ -202,17 +230,23 @@ class Workload:
         return message
 
 
-def load_model_file(path: str | Path, seed: int = 0) -> Workload:
+def load_model_file(path: str | Path, seed: int = 0, engine: str | None = None) -> Workload:
     """Execute a model file and return its :class:`Workload`.
 
-    ``gs.manual_seed(seed)`` is called first so the initial weights are reproducible.
+    The random generators are seeded with ``seed`` first so the initial weights are
+    reproducible: gradscope's, and torch's when the file imports torch or ``engine`` is
+    ``"torch"``.
+
+    Args:
+        path: the model file.
+        seed: the seed.
+        engine: ``"gradscope"`` or ``"torch"`` to require that engine; None: the model's own.
 
     Raises:
-        ModelFileError: the file is missing, has a syntax error, or breaks the convention.
+        ModelFileError: the file is missing, has a syntax error, breaks the convention, or its
+            model belongs to another engine than ``engine``.
         UserCodeError: the file's code raised while running.
     """
-    import gradscope as gs
-
     file = Path(path)
     label = str(path)
     if not file.exists():
@@ -236,14 +270,21 @@ def load_model_file(path: str | Path, seed: int = 0) -> Workload:
     directory = str(resolved.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    gs.manual_seed(seed)
-    workload = Workload(model=None, batch_fn=_no_batch, path=resolved, name=label)
     try:
-        exec(code, module.__dict__)  # noqa: S102 - running the user's model file is the point
-    except Exception as exc:  # noqa: BLE001
-        raise UserCodeError(workload._describe_failure("running the model file", exc), exc) from exc
+        get_engine("gradscope").manual_seed(seed)
+        if engine == "torch" or _imports_torch(code):
+            get_engine("torch").manual_seed(seed)
+    except EngineError as exc:
+        raise ModelFileError(f"{label}: {exc}") from exc
+    workload = Workload(model=None, batch_fn=_no_batch, path=resolved, name=label)
+    # running the user's model file is the point
+    workload._call_user("running the model file", exec, code, module.__dict__)  # noqa: S102
     namespace = module.__dict__
     workload.model = _find_model(workload, namespace, label)
+    try:
+        workload.engine = select_engine(workload.model, engine)
+    except EngineError as exc:
+        raise ModelFileError(f"{label}: {exc}") from exc
     workload.batch_fn = _find_batch(namespace, label)
     workload.loss_fn, workload.compute_loss = _find_loss(namespace, label)
     make_optimizer = namespace.get("make_optimizer")
@@ -304,9 +345,14 @@ def _no_batch(step: int) -> Any:
 
 # ---------------------------------------------------------------------- small helpers
 def _is_module(value: Any) -> bool:
-    from gradscope.nn import Module
+    engine = engine_of(value)
+    return engine is not None and engine.is_module(value)
 
-    return isinstance(value, Module)
+
+def _imports_torch(code: types.CodeType) -> bool:
+    """Whether compiled module code imports torch (``import torch``, ``from torch import nn``)."""
+    return any(name == "torch" or name.startswith("torch.") for name in code.co_names) or any(
+        isinstance(const, types.CodeType) and _imports_torch(const) for const in code.co_consts)
 
 
 def _describe(value: Any) -> str:
@@ -316,11 +362,6 @@ def _describe(value: Any) -> str:
     if shape is not None:
         return f"a {type(value).__name__} of shape {tuple(shape)}"
     return f"a {type(value).__name__}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
 
 
 def _traceback_frames(exc: BaseException) -> Iterator[tuple[types.FrameType, int]]:

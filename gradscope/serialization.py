@@ -80,7 +80,7 @@ class _Encoder:
         if isinstance(value, float):
             return value if math.isfinite(value) else {"float": repr(value)}
         if isinstance(value, Tensor):
-            entry: dict[str, Any] = {"tensor": self._store(value.data, path)}
+            entry: dict[str, Any] = {"tensor": self._store(value._data, path)}
             if isinstance(value, Parameter):
                 entry["parameter"] = True
             if value.requires_grad:

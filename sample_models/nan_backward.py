@@ -1,6 +1,6 @@
 # A model whose forward pass is finite but whose backward pass produces NaN: a "safe log" written
-# as gs.where(h > 0, gs.log(h), 0). The forward value is fine, but where ReLU outputs exactly 0,
-# log(0) = -inf is computed anyway and its gradient 0 * (1 / 0) is NaN.
+# as gs.where(h > 0, gs.log(h), 0). Where the hand-written ReLU outputs exactly 0, log(0) = -inf is
+# computed anyway, its gradient 0 * (1 / 0) is NaN, and the ReLU's mask multiplication passes it on.
 # What you should see: `watch --steps 3 --nan` stops at step 0 in phase "backward" with node
 # LogBackward0, module "safe_log" and the line with `gs.log` in this file; `inspect` shows NaN
 # gradients in every layer before it.
@@ -15,9 +15,14 @@ class SafeLog(nn.Module):
         return gs.where(h > 0, gs.log(h), gs.zeros_like(h))
 
 
+class MaskReLU(nn.Module):  # (h > 0) * h: unlike nn.ReLU, it multiplies NaN gradients by 0 (= NaN)
+    def forward(self, h):
+        return h * (h > 0).float()
+
+
 model = nn.Sequential()
 model.add_module("hidden", nn.Linear(4, 16))
-model.add_module("relu", nn.ReLU())
+model.add_module("relu", MaskReLU())
 model.add_module("safe_log", SafeLog())
 model.add_module("out", nn.Linear(16, 1))
 loss_fn = nn.MSELoss()

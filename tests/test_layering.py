@@ -10,14 +10,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gradscope"
 
 # Lower rank = lower layer. A module may import its own layer and any layer below it.
 RANKS = {
-    "errors": 0, "utils": 0,
+    "errors": 0, "utils": 0, "cuda": 0, "backends": 0, "runtime": 0,
     "autograd": 1,
-    "ops": 2,
+    "ops": 2, "sparse": 2,
     "hooks": 3,
-    "nn": 4, "optim": 4, "serialization": 4,
-    "loading": 5, "monitor": 5, "testing": 5, "debug": 5,
-    "render": 6,
-    "cli": 7, "__main__": 7, "_api": 8,
+    "nn": 4, "optim": 4, "serialization": 4, "distributions": 4,
+    "engines": 5,
+    "loading": 6, "scripts": 6, "monitor": 6, "testing": 6, "debug": 6,
+    "render": 7,
+    "cli": 8, "__main__": 8, "_api": 9,
 }
 RENDER_FORBIDDEN = {"autograd", "ops", "nn", "hooks", "optim"}
 
@@ -53,6 +54,8 @@ def test_imports_only_go_downward(path: Path) -> None:
             assert layer == "cli", f"{path}:{line} imports click outside gradscope/cli"
         if top == "rich":
             assert layer in ("cli", "render"), f"{path}:{line} imports rich outside render/ and cli/"
+        if top == "torch":
+            assert layer == "engines", f"{path}:{line} imports torch outside gradscope/engines"
         if top != "gradscope" or module == "gradscope":
             continue
         target = module.split(".")[1]
@@ -61,6 +64,22 @@ def test_imports_only_go_downward(path: Path) -> None:
             assert target not in RENDER_FORBIDDEN, f"{path}:{line}: render/ must not import {module}"
         assert RANKS[target] <= RANKS[layer], f"{path}:{line}: {layer} (rank {RANKS[layer]}) imports " \
             f"{module} (rank {RANKS[target]}): imports must only go downward"
+
+
+def test_torch_is_imported_lazily() -> None:
+    """A native model runs without importing torch (the adapter imports it on demand)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from gradscope.engines import engine_of, get_engine\n"
+            "from gradscope import nn\n"
+            "assert engine_of(nn.Linear(2, 2)) is get_engine('gradscope')\n"
+            "import gradscope.monitor.watch, gradscope.cli\n"
+            "print('torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=PACKAGE.parent)
+    assert result.stdout.strip() == "False"
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:

@@ -7,7 +7,8 @@ from gradscope.autograd.function import Function, FunctionCtx
 from gradscope.autograd.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from gradscope.autograd.gradcheck import GradcheckError, gradcheck
 from gradscope.autograd import graph
+from gradscope.autograd.variable import Variable
 
 __all__ = ["Function", "FunctionCtx", "GradcheckError", "Tensor", "backward", "detect_anomaly",
            "enable_grad", "grad", "gradcheck", "graph", "inference_mode", "is_anomaly_enabled",
-           "is_grad_enabled", "no_grad", "set_detect_anomaly", "set_grad_enabled"]
+           "is_grad_enabled", "no_grad", "set_detect_anomaly", "set_grad_enabled", "Variable"]

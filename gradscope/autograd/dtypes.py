@@ -36,6 +36,9 @@ bool_ = dtype("bool", np.bool_)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 
+# The dtype of new floating point tensors (``set_default_dtype``), in a list so it can change.
+DEFAULT_FLOAT = [np.dtype(np.float32)]
+
 _BY_NP = {d.np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)}
 
 
@@ -64,3 +67,40 @@ def to_numpy_dtype(d: Any) -> np.dtype:
 import builtins as _builtins  # noqa: E402
 
 builtins_float, builtins_int, builtins_bool = _builtins.float, _builtins.int, _builtins.bool
+
+
+class finfo:
+    """Machine limits of a floating point dtype (``eps``, ``max``, ``min``, ``tiny``, ``bits``)."""
+
+    def __init__(self, type: Any = None) -> None:  # noqa: A002
+        np_dtype = DEFAULT_FLOAT[0] if type is None else to_numpy_dtype(type)
+        if np_dtype.kind != "f":
+            raise TypeError(f"finfo(): expected a floating point dtype, got {from_numpy_dtype(np_dtype)}")
+        info = np.finfo(np_dtype)
+        self.dtype = from_numpy_dtype(np_dtype).name
+        self.bits = info.bits
+        # numpy scalars to python floats (``float`` is a gradscope dtype in this module)
+        self.eps = info.eps.item()
+        self.max = info.max.item()
+        self.min = info.min.item()
+        self.tiny = self.smallest_normal = info.tiny.item()
+        self.resolution = info.resolution.item()
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.tiny:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype (``min``, ``max``, ``bits``)."""
+
+    def __init__(self, type: Any) -> None:  # noqa: A002
+        np_dtype = to_numpy_dtype(type)
+        if np_dtype.kind not in "iub":
+            raise TypeError(f"iinfo(): expected an integer dtype, got {from_numpy_dtype(np_dtype)}")
+        info = np.iinfo(np.uint8 if np_dtype.kind == "b" else np_dtype)
+        self.dtype = from_numpy_dtype(np_dtype).name
+        self.bits, self.min, self.max = info.bits, info.min, info.max
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

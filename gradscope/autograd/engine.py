@@ -63,16 +63,16 @@ def _root_grads(outputs: tuple, grads: tuple, what: str) -> list:
         if not out.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
-            if out.data.size != 1:
+            if out._data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs "
                                    f"(output {i} has shape {list(out.shape)})")
-            arrays.append(np.ones(out.data.shape, dtype=out.data.dtype))
+            arrays.append(np.ones(out._data.shape, dtype=out._data.dtype))
         else:
-            data = g.data if isinstance(g, Tensor) else np.asarray(g, dtype=out.data.dtype)
-            if data.shape != out.data.shape:
+            data = g._data if isinstance(g, Tensor) else np.asarray(g, dtype=out._data.dtype)
+            if data.shape != out._data.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(data.shape)} "
-                                   f"and output[{i}] has a shape of {list(out.data.shape)}.")
-            arrays.append(np.array(data, dtype=out.data.dtype))
+                                   f"and output[{i}] has a shape of {list(out._data.shape)}.")
+            arrays.append(np.array(data, dtype=out._data.dtype))
     return arrays
 
 
@@ -104,7 +104,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     captured = run_backward(outputs, roots, bool(retain_graph), capture, accumulate=True)
     for t, g in zip(input_tensors, captured):
         if t.grad_fn is not None and g is not None:
-            t._grad = Tensor._make(np.array(g)) if t._grad is None else Tensor._make(t._grad.data + g)
+            t._grad = Tensor._make(np.array(g)) if t._grad is None else Tensor._make(t._grad._data + g)
 
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
@@ -136,7 +136,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
             if not allow_unused:
                 raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used "
                                    "in the graph. Set allow_unused=True if this is the desired behavior.")
-            final.append(Tensor._make(np.zeros_like(t.data)) if materialize_grads else None)
+            final.append(Tensor._make(np.zeros_like(t._data)) if materialize_grads else None)
         else:
             final.append(Tensor._make(g))
     return tuple(final)
@@ -198,7 +198,7 @@ def _check_hook_result(new: Any, old: np.ndarray, what: str) -> np.ndarray:
     if not isinstance(new, Tensor):
         raise TypeError(f"{what} hook returned an invalid value: expected a Tensor or None, got "
                         f"{type(new).__name__}")
-    data = new.data
+    data = new._data
     if data.shape != old.shape:
         raise RuntimeError(f"{what} hook changed the size of the gradient: expected {list(old.shape)}, "
                            f"got {list(data.shape)}")
@@ -248,10 +248,10 @@ def _replace_tuple(result: Any, old: list, fn: Node, what: str, expected: list) 
             if not isinstance(value, Tensor):
                 raise TypeError(f"{what} of {fn.name()} returned an invalid value: expected a Tensor or None, "
                                 f"got {type(value).__name__}")
-            if shape is not None and value.data.shape != shape:
+            if shape is not None and value._data.shape != shape:
                 raise RuntimeError(f"{what} of {fn.name()} changed the size of the gradient: expected "
-                                   f"{list(shape)}, got {list(value.data.shape)}")
-            new.append(value.data)
+                                   f"{list(shape)}, got {list(value._data.shape)}")
+            new.append(value._data)
         else:
             new.append(_check_hook_result(value, previous, f"{what} of {fn.name()}"))
     return new
@@ -510,7 +510,7 @@ def _retain_grads(retain: dict, buf: list) -> None:
         if tensor._grad is None:
             tensor._grad = Tensor._make(np.array(g))
         else:
-            tensor._grad.data = tensor._grad.data + g
+            tensor._grad._data = tensor._grad._data + g
 
 
 def _post_accumulate(variable: Tensor) -> None:

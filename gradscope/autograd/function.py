@@ -69,7 +69,7 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
     if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
         out = np.asarray(out)
     t = object.__new__(Tensor)
-    t.data = out
+    t._data = out
     t._output_nr = 0
     t._vc = None  # created on first use (see Tensor._version_counter)
     if node is None:
@@ -96,7 +96,7 @@ def unary_result(cls: type, out: np.ndarray, x: Tensor, scalar_operand: bool = F
     if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
         out = np.asarray(out)
     t = object.__new__(Tensor)
-    t.data = out
+    t._data = out
     t._output_nr = 0
     t._vc = None
     if _grad_state.enabled:
@@ -204,7 +204,7 @@ class FunctionCtx(Node):
                 continue
             if g is not None and not isinstance(g, Tensor):
                 g = Tensor._make(np.asarray(g))
-            out.append(None if g is None else g.data)
+            out.append(None if g is None else g._data)
         return tuple(out)
 
 
@@ -260,13 +260,13 @@ class Function(metaclass=_FunctionMeta):
                 if any(out is a for a in tensor_args):
                     out = out.view_as(out)
                     out.grad_fn = None
-                t = Tensor._make(out.data)
+                t = Tensor._make(out._data)
                 t._vc = out._version_counter()
-                if id(out) not in ctx._non_differentiable and out.data.dtype.kind == "f":
+                if id(out) not in ctx._non_differentiable and out._data.dtype.kind == "f":
                     t.requires_grad = True
                     t.grad_fn = ctx
                     t._output_nr = len(metas)
-                metas.append((out.data.shape, out.data.dtype))
+                metas.append((out._data.shape, out._data.dtype))
                 wrapped.append(t)
             ctx._meta = tuple(metas)
             if ctx._to_save:

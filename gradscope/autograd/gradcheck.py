@@ -31,8 +31,8 @@ def gradcheck(fn: Callable, inputs: Any, *, eps: float = 1e-6, atol: float = 1e-
     inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
     prepared = []
     for x in inputs:
-        if isinstance(x, Tensor) and x.data.dtype.kind == "f":
-            t = Tensor._make(x.data.astype(np.float64))
+        if isinstance(x, Tensor) and x._data.dtype.kind == "f":
+            t = Tensor._make(x._data.astype(np.float64))
             t.requires_grad = x.requires_grad
             prepared.append(t)
         else:
@@ -42,34 +42,34 @@ def gradcheck(fn: Callable, inputs: Any, *, eps: float = 1e-6, atol: float = 1e-
     for out_index, out in enumerate(outs):
         if not out.requires_grad:
             continue
-        flat_out = out.data.reshape(-1)
-        analytic = {i: np.zeros((flat_out.size, prepared[i].data.size)) for i in checked}
+        flat_out = out._data.reshape(-1)
+        analytic = {i: np.zeros((flat_out.size, prepared[i]._data.size)) for i in checked}
         for k in range(flat_out.size):
-            seed = np.zeros(out.data.shape)
+            seed = np.zeros(out._data.shape)
             seed.reshape(-1)[k] = 1.0
             outs_k = _outputs(fn, prepared)
             grads = autograd_grad(outs_k[out_index], [prepared[i] for i in checked],
                                   grad_outputs=Tensor._make(seed), allow_unused=True)
             for i, g in zip(checked, grads):
                 if g is not None:
-                    analytic[i][k] = g.data.reshape(-1)
+                    analytic[i][k] = g._data.reshape(-1)
         for i in checked:
             x = prepared[i]
             numeric = np.zeros_like(analytic[i])
-            flat = x.data.reshape(-1)
+            flat = x._data.reshape(-1)
             for j in range(flat.size):
                 original = flat[j]
                 with no_grad():
                     flat[j] = original + eps
-                    plus = _outputs(fn, prepared)[out_index].data.astype(np.float64).reshape(-1)
+                    plus = _outputs(fn, prepared)[out_index]._data.astype(np.float64).reshape(-1)
                     flat[j] = original - eps
-                    minus = _outputs(fn, prepared)[out_index].data.astype(np.float64).reshape(-1)
+                    minus = _outputs(fn, prepared)[out_index]._data.astype(np.float64).reshape(-1)
                 flat[j] = original
                 numeric[:, j] = (plus - minus) / (2 * eps)
             error = np.abs(analytic[i] - numeric) - (atol + rtol * np.abs(numeric))
             if np.any(error > 0) or np.any(np.isnan(analytic[i]) != np.isnan(numeric)):
                 worst = np.unravel_index(np.nanargmax(np.where(np.isnan(error), np.inf, error)), error.shape)
-                element = np.unravel_index(worst[1], x.data.shape)
+                element = np.unravel_index(worst[1], x._data.shape)
                 message = (f"Jacobian mismatch for output {out_index} with respect to input {i}: worst element "
                            f"input[{i}]{list(int(e) for e in element)} (output element {int(worst[0])}): "
                            f"analytic {analytic[i][worst]:.8g}, numeric {numeric[worst]:.8g} "

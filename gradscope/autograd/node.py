@@ -141,7 +141,7 @@ class Node:
                 continue
             vc = t._version_counter()
             vcs.append((vc, vc[0], t))
-            arrays.append(t.data)
+            arrays.append(t._data)
         self._vcs = tuple(vcs)
         if saved_tensor_hooks_stack:
             self._pack(arrays)
@@ -180,7 +180,7 @@ class Node:
                     out.append(None)
                     continue
                 value = unpack(packed)
-                out.append(value.data if hasattr(value, "data") else np.asarray(value))
+                out.append(value._data if hasattr(value, "_data") else np.asarray(value))
             return out
         return (saved,) if saved.__class__ is np.ndarray else saved
 
@@ -226,7 +226,7 @@ class AccumulateGrad(Node):
         self._saved = None
         self._vcs = ()
         self._extras = None
-        self._meta = ((variable.data.shape, variable.data.dtype),)
+        self._meta = ((variable._data.shape, variable._data.dtype),)
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
@@ -240,11 +240,11 @@ class AccumulateGrad(Node):
         if old is None:
             variable._grad = variable._make(grad)
         else:
-            data = old.data
+            data = old._data
             if data.shape == grad.shape and data.flags.writeable:
                 np.add(data, grad, out=data, casting="unsafe")
             else:
-                old.data = data + grad
+                old._data = data + grad
         return ()
 
 

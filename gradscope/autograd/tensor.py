@@ -10,20 +10,21 @@ from typing import Any, Callable
 import numpy as np
 
 from gradscope.autograd import dtypes
+from gradscope.autograd.device import CPU, device
 from gradscope.autograd.node import AccumulateGrad
 from gradscope.utils.hooks import RemovableHandle, add_hook
 
-_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
                "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
 
 
-_DEFAULT_FLOAT = [np.dtype(np.float32)]
+_DEFAULT_FLOAT = dtypes.DEFAULT_FLOAT
 
 
 def _flatten_tensors(data: Any) -> Any:
     if isinstance(data, Tensor):
-        return data.data
+        return data._data
     if isinstance(data, (list, tuple)):
         return [_flatten_tensors(d) for d in data]
     return data
@@ -33,7 +34,7 @@ def as_array(data: Any, dtype: Any, copy: bool = True) -> np.ndarray:
     """Convert ``data`` to a numpy array following PyTorch's dtype inference."""
     np_dtype = None if dtype is None else dtypes.to_numpy_dtype(dtype)
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     if isinstance(data, np.ndarray):
         if np_dtype is not None and data.dtype != np_dtype:
             return data.astype(np_dtype)
@@ -59,14 +60,33 @@ def as_array(data: Any, dtype: Any, copy: bool = True) -> np.ndarray:
 
 
 
+def _legacy_array(args: tuple) -> np.ndarray:
+    """The array of the legacy constructor: ``Tensor(*sizes)`` (uninitialised; gradscope zeroes
+    it), ``Tensor(sequence_or_array_or_tensor)`` (copied, default float dtype) or ``Tensor()``."""
+    if not args:
+        return np.zeros((0,), dtype=_DEFAULT_FLOAT[0])
+    if len(args) == 1 and isinstance(args[0], Size):
+        return np.zeros(tuple(args[0]), dtype=_DEFAULT_FLOAT[0])
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        return np.zeros(tuple(int(a) for a in args), dtype=_DEFAULT_FLOAT[0])
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        return args[0]._data
+    if len(args) == 1:
+        return as_array(args[0], _DEFAULT_FLOAT[0])
+    raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got "
+                    f"{', '.join(type(a).__name__ for a in args)}")
+
+
 class Tensor:
     """An n-dimensional array that can record the operations applied to it.
 
-    ``data`` is the underlying numpy array. Only the hot attributes are slots; rarely used
-    state (hooks, ``.grad``, version counter, ...) lives in ``__dict__`` with class defaults.
+    ``_data`` is the underlying numpy array (``numpy()`` is its public face); ``data`` is, as in
+    PyTorch, a tensor sharing that storage without autograd history. Only the hot attributes are
+    slots; rarely used state (hooks, ``.grad``, version counter, ...) lives in ``__dict__`` with
+    class defaults.
     """
 
-    __slots__ = ("data", "requires_grad", "grad_fn", "_output_nr", "_vc", "__dict__", "__weakref__")
+    __slots__ = ("_data", "requires_grad", "grad_fn", "_output_nr", "_vc", "__dict__", "__weakref__")
     __array_ufunc__ = None  # make numpy defer to our reflected operators
 
     _grad: "Tensor | None" = None
@@ -77,8 +97,8 @@ class Tensor:
     _inplace_error: str | None = None
     _view_of_grad = False
 
-    def __init__(self, data: Any = None, *, requires_grad: bool = False) -> None:
-        self.data = as_array([] if data is None else data, None)
+    def __init__(self, *args: Any, requires_grad: bool = False) -> None:
+        self._data = _legacy_array(args)
         self.requires_grad = requires_grad
         self.grad_fn = None
         self._output_nr = 0
@@ -88,68 +108,114 @@ class Tensor:
     def _make(cls, data: np.ndarray) -> "Tensor":
         """Wrap an array without any graph (hot path: no validation)."""
         t = object.__new__(Tensor)
-        t.data = data
+        t._data = data
         t.requires_grad = False
         t.grad_fn = None
         t._output_nr = 0
         t._vc = None
         return t
 
+    # ---------------------------------------------------------------- storage
+    @property
+    def data(self) -> "Tensor":
+        """A tensor sharing this one's storage, outside autograd: in-place writes to it change
+        this tensor without being recorded or bumping the version autograd checks."""
+        return Tensor._make(self._data)
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__} "
+                            "(wrap numpy arrays with gradscope.from_numpy)")
+        if self.requires_grad and value._data.dtype.kind != "f":
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point "
+                               "or complex dtype")
+        self._data = value._data
+
     # ---------------------------------------------------------------- metadata
     @property
     def shape(self) -> tuple:
-        return Size(self.data.shape)
+        return Size(self._data.shape)
 
     @property
     def dtype(self) -> dtypes.dtype:
-        return dtypes.from_numpy_dtype(self.data.dtype)
+        return dtypes.from_numpy_dtype(self._data.dtype)
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self) -> device:
+        return CPU
+
+    def get_device(self) -> int:
+        """-1: the CPU (PyTorch's convention)."""
+        return -1
 
     @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    @property
-    def is_cuda(self) -> bool:
+    is_cuda = False
+    is_xpu = False
+    is_mps = False
+    is_meta = False
+    is_sparse = False
+    is_quantized = False
+
+    def is_complex(self) -> bool:
         return False
+
+    def ndimension(self) -> int:
+        return self._data.ndim
+
+    def stride(self, dim: int | None = None) -> Any:
+        """Strides in elements (numpy's byte strides divided by the item size)."""
+        strides = tuple(s // self._data.itemsize for s in self._data.strides)
+        return strides if dim is None else strides[dim]
+
+    def data_ptr(self) -> int:
+        return int(self._data.__array_interface__["data"][0])
 
     def size(self, dim: int | None = None) -> Any:
         """The shape as a ``Size`` tuple, or the length of dimension ``dim``."""
         if dim is None:
-            return Size(self.data.shape)
-        return self.data.shape[dim]
+            return Size(self._data.shape)
+        return self._data.shape[dim]
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self._data.size)
 
     nelement = numel
 
     def element_size(self) -> int:
-        return self.data.itemsize
+        return self._data.itemsize
 
     def is_floating_point(self) -> bool:
-        return self.data.dtype.kind == "f"
+        return self._data.dtype.kind == "f"
 
     def is_contiguous(self) -> bool:
-        return bool(self.data.flags.c_contiguous)
+        return bool(self._data.flags.c_contiguous)
 
     def _type_name(self) -> str:
-        return "gradscope." + _TYPE_NAMES.get(self.data.dtype.name, "Tensor")
+        return "gradscope." + TYPE_NAMES.get(self._data.dtype.name, "Tensor")
 
-    def type(self, dtype: Any = None) -> Any:
+    def type(self, dtype: Any = None, non_blocking: bool = False) -> Any:
+        """The type name (``"gradscope.FloatTensor"``), or a copy converted to ``dtype`` (a dtype,
+        a legacy type such as ``gs.LongTensor``, or its name ``"torch.LongTensor"``)."""
         if dtype is None:
             return self._type_name()
-        return self.to(dtype)
+        if isinstance(dtype, str):
+            wanted = dtype.rsplit(".", 1)[-1]
+            matches = [np_name for np_name, name in TYPE_NAMES.items() if name == wanted]
+            if not matches:
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = dtypes.from_numpy_dtype(matches[0])
+        return self.to(getattr(dtype, "dtype", dtype))
 
     @property
     def _version(self) -> int:
@@ -175,18 +241,18 @@ class Tensor:
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        return self.data
+        return self._data
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return self.data if dtype is None else self.data.astype(dtype)
+        return self._data if dtype is None else self._data.astype(dtype)
 
     def item(self) -> Any:
-        if self.data.size != 1:
-            raise RuntimeError(f"a Tensor with {self.data.size} elements cannot be converted to Scalar")
-        return self.data.reshape(()).item()
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item()
 
     def tolist(self) -> Any:
-        return self.data.tolist()
+        return self._data.tolist()
 
     def __float__(self) -> float:
         return float(self.item())
@@ -195,43 +261,43 @@ class Tensor:
         return int(self.item())
 
     def __bool__(self) -> bool:
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self.data.reshape(()).item())
+        return bool(self._data.reshape(()).item())
 
     def __index__(self) -> int:
-        if self.data.dtype.kind not in "iub" or self.data.size != 1:
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __len__(self) -> int:
-        if self.data.ndim == 0:
+        if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self._data.shape[0]
 
     def __iter__(self):
-        if self.data.ndim == 0:
+        if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self.data.shape[0]))
+        return (self[i] for i in range(self._data.shape[0]))
 
     def __hash__(self) -> int:
         return id(self)
 
     def __reduce_ex__(self, protocol: int) -> Any:
-        return (_rebuild, (self.data, self.requires_grad))
+        return (_rebuild, (self._data, self.requires_grad))
 
     def __deepcopy__(self, memo: dict) -> "Tensor":
         if not self.is_leaf:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
                                "the deepcopy protocol at the moment.")
         new = object.__new__(type(self))
-        new.data = self.data.copy()
+        new._data = self._data.copy()
         new.requires_grad = self.requires_grad
         new.grad_fn = None
         new._output_nr = 0
         new._vc = None
         if self._grad is not None:
-            new._grad = Tensor._make(self._grad.data.copy())
+            new._grad = Tensor._make(self._grad._data.copy())
         for key, value in self.__dict__.items():
             if key not in ("_grad", "_vc", "_acc_ref", "_hooks", "_post_acc_hooks"):
                 new.__dict__[key] = value
@@ -255,9 +321,9 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
                                 f"{type(value).__name__}")
-            if value.data.shape != self.data.shape:
+            if value._data.shape != self._data.shape:
                 raise RuntimeError(f"assigned grad has data of a different size: expected "
-                                   f"{list(self.data.shape)}, got {list(value.data.shape)}")
+                                   f"{list(self._data.shape)}, got {list(value._data.shape)}")
         self._grad = value
 
     @grad.deleter
@@ -274,7 +340,7 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
                                "to use a computed variable in a subgraph that doesn't require "
                                "differentiation use var_no_grad = var.detach().")
-        if requires_grad and self.data.dtype.kind not in "fc":
+        if requires_grad and self._data.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)
         return self
@@ -304,6 +370,11 @@ class Tensor:
             extras.retain = {}
         extras.retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of ``grad_fn`` this tensor is (0 for leaves)."""
+        return self._output_nr
 
     def register_hook(self, hook: Callable) -> RemovableHandle:
         """Register ``hook(grad) -> Tensor | None`` called with this tensor's gradient.
@@ -340,7 +411,7 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A new leaf sharing data (and version counter) with this tensor, without grad."""
-        t = Tensor._make(self.data)
+        t = Tensor._make(self._data)
         t._vc = self._version_counter()
         return t
 
@@ -403,7 +474,7 @@ def _special(v: float) -> str:
 
 def format_tensor(t: Tensor, name: str = "tensor") -> str:
     """Render like PyTorch: ``tensor([1., 2.], requires_grad=True)``, entries padded to one width."""
-    data = t.data
+    data = t._data
     kind = data.dtype.kind
     if kind == "f":
         fmt = _format_floats(data.astype(np.float64))

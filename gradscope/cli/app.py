@@ -5,10 +5,12 @@ use, never at import time, so ``CliRunner`` captures them) and turns errors into
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NoReturn
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Iterator, NoReturn
 
 import click
 
@@ -29,6 +31,7 @@ class ExitCode(IntEnum):
     MODEL_ERROR = 3
     INTERNAL_ERROR = 4
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 class App:
@@ -36,12 +39,39 @@ class App:
 
     Args:
         debug: show full tracebacks for model and internal errors.
+
+    Attributes:
+        engine: the engine ``--engine`` requires, or None (the model's own).
     """
 
     def __init__(self, debug: bool = False) -> None:
         self.debug = debug
+        self.model_path: Path | None = None
         self._out: Console | None = None
         self._err: Console | None = None
+        self._stdout: IO[str] | None = None
+
+    @property
+    def stdout(self) -> IO[str]:
+        """The real stdout, where a command's document goes (even while user output is redirected)."""
+        return self._stdout if self._stdout is not None else sys.stdout
+
+    @contextlib.contextmanager
+    def user_output_to_stderr(self) -> Iterator[None]:
+        """Send everything printed to ``sys.stdout`` inside the block to stderr, except what
+        gradscope writes through this app: stdout then holds one document and nothing else."""
+        self._stdout = self.stdout
+        saved = sys.stdout
+        sys.stdout = sys.stderr
+        try:
+            yield
+        finally:
+            sys.stdout = saved
+
+    def write(self, text: str) -> None:
+        """Write ``text`` as it is to stdout."""
+        self.stdout.write(text)
+        self.stdout.flush()
 
     @property
     def out(self) -> "Console":
@@ -49,7 +79,7 @@ class App:
         if self._out is None:
             from rich.console import Console
 
-            self._out = Console(file=click.get_text_stream("stdout"), highlight=False, soft_wrap=False)
+            self._out = Console(file=self.stdout, highlight=False, soft_wrap=False)
             if not self._out.is_terminal and "COLUMNS" not in os.environ:
                 self._out.width = PIPE_WIDTH
         return self._out
@@ -60,7 +90,7 @@ class App:
         if self._err is None:
             from rich.console import Console
 
-            self._err = Console(file=click.get_text_stream("stderr"), highlight=False, soft_wrap=True)
+            self._err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         return self._err
 
     @property
@@ -72,7 +102,7 @@ class App:
         """Write ``data`` as JSON (and nothing else) to stdout."""
         import json  # here, not at import time: ``gradscope --help`` does not need it
 
-        click.echo(json.dumps(data, indent=2, allow_nan=False))
+        self.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
 
     def note(self, message: str) -> None:
         """One informational line on stderr."""

@@ -4,10 +4,15 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from rich.console import Console, RenderableType
 
 from gradscope.monitor.analysis import Thresholds
+from gradscope.utils.files import atomic_write_text
+
+# The widest an exported view may be drawn (columns beyond it are left out, as on a terminal).
+EXPORT_MAX_WIDTH = 1000
 
 
 def thresholds_from(max_norm: float | None = None, min_norm: float | None = None,
@@ -19,14 +24,18 @@ def thresholds_from(max_norm: float | None = None, min_norm: float | None = None
                       min_ratio=defaults.min_ratio if min_ratio is None else min_ratio)
 
 
-def export_view(view: RenderableType, path: str, title: str) -> None:
-    """Render ``view`` off-screen and write it as SVG or HTML (chosen by the file suffix)."""
-    console = Console(record=True, width=140, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+def export_view(view: RenderableType, path: str | Path, title: str) -> None:
+    """Render ``view`` off-screen and write it atomically as SVG or HTML (chosen by the file
+    suffix), as wide as its content needs so that every column is shown with nothing cut."""
+    from rich.measure import Measurement
+
+    probe = Console(width=EXPORT_MAX_WIDTH, file=io.StringIO())
+    width = Measurement.get(probe, probe.options, view).maximum
+    console = Console(record=True, width=max(width, 20), file=io.StringIO(), force_terminal=True,
+                      color_system="truecolor")
     console.print(view)
-    if Path(path).suffix.lower() == ".svg":
-        console.save_svg(path, title=title)
-    else:
-        console.save_html(path)
+    text = console.export_svg(title=title) if Path(path).suffix.lower() == ".svg" else console.export_html()
+    atomic_write_text(path, text)
 
 
 def quiet_numpy() -> contextlib.AbstractContextManager:
@@ -35,3 +44,24 @@ def quiet_numpy() -> contextlib.AbstractContextManager:
     import numpy as np
 
     return np.errstate(all="ignore")
+
+
+@contextlib.contextmanager
+def progress_on_terminal(console: Console) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A ``progress(stage, done, total)`` callback that draws a transient progress bar on
+    ``console`` (stderr) when it is a terminal; None (nothing drawn) when it is piped."""
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(tasks[stage], completed=done, total=total)
+
+        yield update

@@ -1,12 +1,15 @@
 """``gradscope debug MODEL``: stop inside the backward pass, look at and edit gradients."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option
+from gradscope.cli.app import ExitCode
+from gradscope.cli.options import debug_option, engine_option, model_argument, seed_option
+from gradscope.cli.settings import option
 
 NO_TERMINAL = ("gradscope debug needs a terminal for its prompt. Without one, give the commands to run: "
                "--commands \"break nan; continue; where; grads; quit\" (separated by ';'), or "
@@ -19,15 +22,23 @@ def split_commands(text: str) -> list[str]:
 
 
 def read_commands_file(path: str) -> list[str]:
-    """One command per line; blank lines and lines starting with '#' are skipped."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    """One command per line; blank lines and lines starting with '#' are skipped.
+
+    Raises:
+        ValueError: the file cannot be read or is not UTF-8 text (the message says which).
+    """
+    try:
+        lines = Path(path).read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--commands-file {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"--commands-file {path}: cannot read it: {exc.strerror or exc}") from None
     return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
 @click.command("debug")
-@click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=False))
-@click.option("--step", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Debug the forward and backward pass on the batch of this step.")
+@model_argument
+@option("step", "Debug the forward and backward pass on the batch of this step.", default=0)
 @click.option("--break", "conditions", multiple=True, metavar="COND",
               help="Stop when COND holds (repeatable): nan, inf, module GLOB, type NAME, norm > X, "
                    "grad_input norm < X, node NAME, forward ...")
@@ -35,10 +46,12 @@ def read_commands_file(path: str) -> list[str]:
               help="Run these prompt commands instead of reading a terminal, printing what the prompt shows.")
 @click.option("--commands-file", type=click.Path(exists=True, dir_okay=False),
               help="Like --commands, one command per line.")
+@seed_option
+@engine_option
 @debug_option
-@click.pass_obj
-def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], commands: str | None,
-          commands_file: str | None) -> None:
+@click.pass_context
+def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None, commands_file: str | None,
+          **_: Any) -> None:
     """Pause inside the backward pass of MODEL, at breakpoints or step by step.
 
     Runs forward and backward on the batch of step K. Without --break it stops before backward
@@ -54,10 +67,13 @@ def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], com
       gradscope debug model.py --break "module encoder.*" --break "grad_input norm > 100"
       gradscope debug model.py --break nan --commands "where; grads; table; quit"
     """
+    from gradscope.cli.startup import start
     from gradscope.debug import ConditionError, DebuggerShell, parse_condition, run_debug_step
-    from gradscope.loading import load_model_file
     from gradscope.render.debug import RichPresenter
 
+    run = start(ctx)
+    app = run.app
+    step = run["step"]
     if commands is not None and commands_file is not None:
         app.abort("give either --commands or --commands-file, not both", ExitCode.USAGE)
     for condition in conditions:
@@ -69,11 +85,16 @@ def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], com
     if commands is not None:
         script = split_commands(commands)
     elif commands_file is not None:
-        script = read_commands_file(commands_file)
-    if script is None and not click.get_text_stream("stdin").isatty():
+        try:
+            script = read_commands_file(commands_file)
+        except ValueError as error:
+            app.abort(str(error), ExitCode.USAGE)
+    if script is None and not sys.stdin.isatty():
         app.abort(NO_TERMINAL, ExitCode.USAGE)
 
-    workload = load_model_file(model_file)
+    workload = run.load_model()
+    if workload.engine.name != "gradscope":
+        app.abort(f"{workload.label}: debug does not support torch models yet", ExitCode.MODEL_ERROR)
     batch = workload.batch(step)
 
     def locate(module_path: str) -> str | None:
@@ -83,4 +104,4 @@ def debug(app: App, model_file: str, step: int, conditions: tuple[str, ...], com
     shell = DebuggerShell(RichPresenter(app.out), commands=script)
     run_debug_step(workload.model, lambda: workload.loss(batch), shell, conditions=list(conditions), step=step,
                    backward=workload.backward, locate=locate)
-    app.exit(ExitCode.OK)
+    run.exit(ExitCode.OK)

@@ -1,27 +1,30 @@
 """``gradscope inspect MODEL``: one forward and backward pass, a per-layer gradient table."""
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import click
 
-from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option, threshold_options
+from gradscope.cli.app import ExitCode
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option, threshold_options
+from gradscope.cli.settings import option
+from gradscope.cli.view_options import layers_option
+from gradscope.cli.waivers import ignore_option
 
 
 @click.command("inspect")
 @model_argument
-@click.option("--step", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Use batch(STEP) instead of batch(0).")
+@option("step", "Use batch(STEP) instead of batch(0).", default=0)
 @format_option("table", "json")
-@click.option("--save", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Also export the table view to an .svg or .html file.")
+@option("save", "Also export the table view to an .svg or .html file.")
+@layers_option
 @threshold_options
+@ignore_option
 @seed_option
+@engine_option
 @debug_option
-@click.pass_obj
-def inspect_command(app: App, model_file: str, step: int, output_format: str, save: str | None,
-                    max_norm: float | None, min_norm: float | None, seed: int) -> None:
+@click.pass_context
+def inspect_command(ctx: click.Context, **_: Any) -> None:
     """Run one forward and backward pass of MODEL and show how the gradient flows.
 
     For every module (in forward order): grad_output and grad_input norms; for every parameter:
@@ -33,29 +36,36 @@ def inspect_command(app: App, model_file: str, step: int, output_format: str, sa
     Examples:
       gradscope inspect sample_models/mlp.py
       gradscope inspect sample_models/deep_sigmoid.py --step 3 --save report.html
-      gradscope inspect model.py --format json | jq .total_grad_norm
+      gradscope inspect model.py --layers 'encoder.*' --format json | jq .total_grad_norm
     """
     from gradscope.cli.common import thresholds_from
-    from gradscope.loading import load_model_file
+    from gradscope.cli.startup import start
     from gradscope.monitor.analysis import has_errors
     from gradscope.monitor.inspect import inspect_model
 
-    if save is not None and Path(save).suffix.lower() not in (".svg", ".html", ".htm"):
-        app.abort(f"--save {save}: use a .svg or .html file name", ExitCode.USAGE)
-    workload = load_model_file(model_file, seed=seed)
-    report = inspect_model(workload, step=step, thresholds=thresholds_from(max_norm=max_norm, min_norm=min_norm))
-    if output_format == "json":
+    from gradscope.cli.waivers import read_waivers
+
+    run = start(ctx, config_only=["min_ratio"])
+    save = run.output("save", suffixes=(".svg", ".html", ".htm"))
+    waivers = read_waivers(run)
+    layers = run["layers"] or ()
+    workload = run.load_model()
+    thresholds = thresholds_from(max_norm=run["max_norm"], min_norm=run["min_norm"], min_ratio=run["min_ratio"])
+    report = inspect_model(workload, step=run["step"], thresholds=thresholds, waivers=waivers)
+    app = run.app
+    if ctx.params["output_format"] == "json":
         from gradscope.render.data import inspect_to_dict
 
-        app.echo_json(inspect_to_dict(report))
+        app.echo_json(inspect_to_dict(report, layers))
     else:
         from gradscope.render.tables import inspect_view
 
-        app.out.print(inspect_view(report))
+        app.out.print(inspect_view(report, layers))
     if save is not None:
         from gradscope.cli.common import export_view
         from gradscope.render.tables import inspect_view
 
-        export_view(inspect_view(report), save, title=f"gradscope inspect {model_file}")
-        app.note(f"saved {save}")
-    app.exit(ExitCode.FINDINGS if has_errors(report.findings) else ExitCode.OK)
+        view = inspect_view(report, layers)
+        if run.write(save, lambda path: export_view(view, path, title=f"gradscope inspect {workload.label}")):
+            app.note(f"saved {save.label}")
+    run.exit(ExitCode.FINDINGS if has_errors(report.findings) else ExitCode.OK)

@@ -1,4 +1,4 @@
-"""Options shared by several commands."""
+"""Options shared by several commands (each one declared in :mod:`gradscope.cli.settings`)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -6,6 +6,7 @@ from typing import Any, Callable
 import click
 
 from gradscope.cli.app import App
+from gradscope.cli.settings import option
 
 F = Callable[..., Any]
 
@@ -22,9 +23,18 @@ def debug_option(fn: F) -> F:
                         help="Show full tracebacks for model and internal errors.")(fn)
 
 
+def engine_option(fn: F) -> F:
+    """``--engine gradscope|torch`` (config key ``engine``): require the model to run on this engine."""
+    from gradscope.cli.settings import option
+
+    return option("engine", "Require this engine; by default the model's class decides "
+                            "(a torch.nn.Module runs on PyTorch).")(fn)
+
+
 def model_argument(fn: F) -> F:
-    """The ``MODEL`` argument: a Python model file (existence is checked by the loader, exit code 3)."""
-    return click.argument("model_file", metavar="MODEL", type=click.Path(dir_okay=True))(fn)
+    """The ``MODEL`` argument: a Python model file, or ``model`` in ``[tool.gradscope]`` when left out
+    (existence is checked by the loader, exit code 3)."""
+    return click.argument("model_file", metavar="MODEL", required=False)(fn)
 
 
 def format_option(*choices: str) -> Callable[[F], F]:
@@ -35,15 +45,16 @@ def format_option(*choices: str) -> Callable[[F], F]:
 
 
 def seed_option(fn: F) -> F:
-    """``--seed``: seeds gradscope's generator before the model file runs."""
-    return click.option("--seed", type=int, default=0, show_default=True,
-                        help="Seed gradscope's random generator before loading MODEL.")(fn)
+    """``--seed``: seeds gradscope's generator (and torch's, for a torch model file) before the model
+    file runs."""
+    return option("seed", "Seed gradscope's random generator (and torch's, for a torch model file) "
+                  "before loading MODEL "
+                  "(-2**63 .. 2**64-1; negative seeds as in torch.manual_seed).", default=0)(fn)
 
 
 def threshold_options(fn: F) -> F:
     """``--max-norm`` and ``--min-norm``: exploding / vanishing gradient limits."""
-    fn = click.option("--min-norm", type=click.FloatRange(min=0), default=None,
-                      help="Vanishing limit for a parameter's gradient norm "
-                           "[default: 1e-4 x the largest parameter gradient norm].")(fn)
-    return click.option("--max-norm", type=click.FloatRange(min=0), default=None,
-                        help="Exploding limit for a parameter's gradient norm [default: 1000].")(fn)
+    fn = option("min_norm", "Vanishing limit for a parameter's gradient norm "
+                "[default: 1e-4 x the largest parameter gradient norm].")(fn)
+    return option("max_norm", "Exploding limit for a parameter's gradient norm", default=1000.0)(fn)
+

@@ -1,19 +1,25 @@
 """``gradscope replay BUNDLE MODEL``: run the failing step saved by ``watch`` again, exactly."""
 from __future__ import annotations
 
+import dataclasses
+import os
+from typing import Any
+
 import click
 
-from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument
+from gradscope.cli.app import ExitCode
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
 
 
 @click.command("replay")
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @model_argument
 @format_option("table", "json")
+@seed_option
+@engine_option
 @debug_option
-@click.pass_obj
-def replay(app: App, bundle: str, model_file: str, output_format: str) -> None:
+@click.pass_context
+def replay(ctx: click.Context, bundle: str, **_: Any) -> None:
     """Reproduce the step stored in BUNDLE (written by `watch --nan/--inf`) on MODEL.
 
     Restores the parameters, buffers, optimizer state, batch and random generator state saved
@@ -28,14 +34,19 @@ def replay(app: App, bundle: str, model_file: str, output_format: str) -> None:
       gradscope replay nan.npz sample_models/nan_backward.py --format json
     """
     from gradscope.cli.common import quiet_numpy
-    from gradscope.loading import load_model_file
+    from gradscope.cli.startup import start
+    from gradscope.monitor.bundle_format import read_bundle
     from gradscope.monitor.watch import replay as replay_bundle
     from gradscope.render.tables import watch_line, watch_summary
 
-    workload = load_model_file(model_file)
+    run = start(ctx)
+    path = os.path.abspath(bundle)
+    read_bundle(path, label=bundle)
+    workload = run.load_model()
     with quiet_numpy():
-        report = replay_bundle(workload, bundle)
-    if output_format == "json":
+        report = dataclasses.replace(replay_bundle(workload, path), bundle=bundle)
+    app = run.app
+    if ctx.params["output_format"] == "json":
         from gradscope.render.data import watch_to_dict
 
         app.echo_json(watch_to_dict(report))
@@ -46,5 +57,5 @@ def replay(app: App, bundle: str, model_file: str, output_format: str) -> None:
         app.out.print(watch_summary(report))
     if report.status == "ok":
         app.note(f"step {report.history[0].step} of {bundle} ran without a non-finite value: not reproduced")
-        app.exit(ExitCode.OK)
-    app.exit(ExitCode.FINDINGS)
+        run.exit(ExitCode.OK)
+    run.exit(ExitCode.FINDINGS)

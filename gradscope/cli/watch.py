@@ -1,100 +1,168 @@
 """``gradscope watch MODEL --steps N``: train with a live gradient table; find where NaN/Inf start."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.options import debug_option, format_option, model_argument, seed_option
+from gradscope.cli.waivers import ignore_option
+from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option
+from gradscope.cli.settings import option
+from gradscope.cli.startup import DEFAULT_BUNDLE
+from gradscope.cli.view_options import layers_option
 
 
 @click.command("watch")
 @model_argument
-@click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True, help="Training steps to run.")
-@click.option("--nan", "stop_on_nan", is_flag=True,
-              help="Stop at the first NaN (loss, activation, gradient or parameter) and show where it started.")
-@click.option("--inf", "stop_on_inf", is_flag=True, help="The same for infinite values.")
-@click.option("--clip", type=click.FloatRange(min=0), default=None,
-              help="Clip the total gradient norm to this value before each update.")
-@click.option("--lr", type=click.FloatRange(min=0), default=0.01, show_default=True,
-              help="Learning rate of the default SGD optimizer (a model's make_optimizer wins).")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Append one JSON record per step to this file (flushed every step).")
-@click.option("--bundle", type=click.Path(dir_okay=False, writable=True), default="gradscope-replay.npz",
-              show_default=True, help="Where --nan/--inf write the replay bundle of the failing step.")
+@option("steps", "Training steps to run.", default=10)
+@option("nan", "Stop at the first NaN (loss, activation, gradient or parameter) and show where it started.")
+@option("inf", "The same for infinite values.")
+@option("clip", "Clip the total gradient norm to this value before each update.")
+@option("lr", "Learning rate of the default SGD optimizer (a model's make_optimizer wins).", default=0.01)
+@option("log", "Append one JSON record per step to this file (flushed every step).")
+@option("bundle", "Where --nan/--inf write the replay bundle of the failing step.",
+        default=DEFAULT_BUNDLE)
+@layers_option
 @format_option("table", "json")
+@ignore_option
 @seed_option
+@engine_option
 @debug_option
-@click.pass_obj
-def watch(app: App, model_file: str, steps: int, stop_on_nan: bool, stop_on_inf: bool, clip: float | None,
-          lr: float, log_path: str | None, bundle: str, output_format: str, seed: int) -> None:
+@click.pass_context
+def watch(ctx: click.Context, **_: Any) -> None:
     """Train MODEL for N steps, showing loss, total and per-layer gradient norms each step.
 
-    On a terminal the table updates live; when stdout is piped, one line per step. With --nan
+    On a terminal the view updates live: step k/N, elapsed time and an estimate of the rest, the
+    loss, and one row per layer (--layers GLOB chooses which); when stdout is piped, one line per
+    step. With --nan
     and/or --inf, training stops at the first non-finite value, and the failing step is run
     again with full instrumentation to report where it started: the step, the phase (forward,
     backward or update), the module, the autograd node and the line in the model file, and
     which modules only passed it on. That step is saved as a replay bundle for
-    `gradscope replay`. Exits 1 when a non-finite value appeared, 130 on Ctrl-C (after
-    printing the summary so far).
+    `gradscope replay`. Exits 1 when a non-finite value appeared, 130 on Ctrl-C and 143 on
+    SIGTERM (after printing the summary so far).
 
     \b
     Examples:
       gradscope watch sample_models/mlp.py --steps 50
       gradscope watch sample_models/nan_forward.py --steps 10 --nan --log run.jsonl
       gradscope watch model.py --steps 200 --nan --inf --clip 1.0 --format json
+      gradscope watch model.py --steps 100 --layers 'encoder.layers.*' 
     """
     from gradscope.cli.common import quiet_numpy
-    from gradscope.loading import load_model_file
+    from gradscope.cli.startup import start
     from gradscope.monitor.watch import WatchOptions, Watcher
+    from gradscope.utils.usercode import Terminated, passes_through
 
-    workload = load_model_file(model_file, seed=seed)
-    options = WatchOptions(steps=steps, lr=lr, nan=stop_on_nan, inf=stop_on_inf, clip=clip,
-                           bundle=bundle if (stop_on_nan or stop_on_inf) else None)
+    from gradscope.cli.waivers import read_waivers
+
+    run = start(ctx)
+    stop = run["nan"] or run["inf"]
+    log = run.output("log")
+    bundle = run.output("bundle") if stop else None
+    waivers = read_waivers(run)
+    layers = run["layers"] or ()
+    workload = run.load_model()
+    options = WatchOptions(steps=run["steps"], lr=run["lr"], nan=run["nan"], inf=run["inf"], clip=run["clip"],
+                           waivers=waivers)
     watcher = Watcher(workload, options)
-    log = open(log_path, "a", encoding="utf-8") if log_path else None
-    interrupted = False
+    output_format = ctx.params["output_format"]
+    interrupt: KeyboardInterrupt | None = None
+    writer = _LogWriter(run, log)
     try:
         with quiet_numpy():
-            _run(app, watcher, log, live=output_format == "table" and app.stdout_is_terminal,
-                 plain=output_format == "table")
-    except KeyboardInterrupt:
-        interrupted = True
+            _run(run.app, watcher, writer, live=output_format == "table" and run.app.stdout_is_terminal,
+                 plain=output_format == "table", layers=layers)
+    except KeyboardInterrupt as exc:
+        if not passes_through(exc):
+            raise
+        interrupt = exc
     finally:
-        if log is not None:
-            log.close()
-    report = watcher.report(interrupted=interrupted)
-    _print_report(app, report, output_format)
-    if interrupted:
-        app.err.print(f"interrupted after {report.steps_run} step(s)", style="yellow")
-        app.exit(ExitCode.INTERRUPTED)
-    app.exit(ExitCode.OK if report.status == "ok" else ExitCode.FINDINGS)
+        writer.close()
+    snapshot = watcher.failing_snapshot
+    if bundle is not None and snapshot is not None:
+        extra = {"lr": run["lr"], "clip": run["clip"]}
+        if run.write(bundle, lambda path: snapshot.save(path, extra=extra)):
+            watcher.bundle = bundle.label
+    report = watcher.report(interrupted=interrupt is not None)
+    _print_report(run.app, report, output_format)
+    if interrupt is not None:
+        signal = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
+        run.app.err.print(f"{signal} after {report.steps_run} step(s)", style="yellow")
+        run.app.exit(ExitCode.TERMINATED if isinstance(interrupt, Terminated) else ExitCode.INTERRUPTED)
+    from gradscope.monitor.analysis import has_errors
+
+    run.exit(ExitCode.OK if report.status == "ok" and not has_errors(report.findings) else ExitCode.FINDINGS)
 
 
-def _run(app: App, watcher: Any, log: Any, live: bool, plain: bool) -> None:
+class _LogWriter:
+    """``--log``: one JSON line per step, each written whole with one ``write`` to a file opened
+    for appending, so lines of concurrent runs never interleave and an interruption never leaves
+    half a line. A failing write (disk full) stops the log and is reported; training goes on."""
+
+    def __init__(self, run: Any, output: Any) -> None:
+        self.run = run
+        self.output = output
+        self.descriptor: int | None = None
+        if output is not None:
+            try:
+                self.descriptor = os.open(output.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            except OSError as exc:
+                run.fail(output, exc)
+
+    def write(self, line: str) -> None:
+        if self.descriptor is None:
+            return
+        data = line.encode("utf-8")
+        try:
+            while data:
+                data = data[os.write(self.descriptor, data):]
+        except OSError as exc:
+            self.close()
+            self.run.fail(self.output, exc)
+
+    def close(self) -> None:
+        if self.descriptor is not None:
+            os.close(self.descriptor)
+            self.descriptor = None
+
+
+def _run(app: App, watcher: Any, log: _LogWriter, live: bool, plain: bool, layers: tuple[str, ...]) -> None:
+    import json
+    import time
+
     from gradscope.render.data import step_to_dict
     from gradscope.render.tables import watch_line, watch_table
 
     def write_log(record: Any) -> None:
-        if log is not None:
-            import json
+        log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
 
-            log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
-            log.flush()
+    from gradscope.cli.common import progress_on_terminal
 
+    total = watcher.options.steps
+    started = time.monotonic()
     if live:
         from rich.live import Live
 
-        with Live(watch_table([]), console=app.out, refresh_per_second=8) as view:
+        with Live(watch_table([], total, 0.0, layers), console=app.out, refresh_per_second=8) as view:
+            def show_stage(stage: str, done: int, count: int) -> None:
+                view.update(watch_table(watcher.history, total, time.monotonic() - started, layers,
+                                        status=f"{stage} ({done + 1}/{count})"))
+
+            watcher.progress = show_stage
             for record in watcher.steps():
                 write_log(record)
-                view.update(watch_table(watcher.history))
+                view.update(watch_table(watcher.history, total, time.monotonic() - started, layers))
         return
-    for record in watcher.steps():
-        write_log(record)
-        if plain:
-            app.out.print(watch_line(record), markup=False, highlight=False, soft_wrap=True)
+    with progress_on_terminal(app.err) as progress:
+        watcher.progress = progress
+        for record in watcher.steps():
+            write_log(record)
+            if plain:
+                app.out.print(watch_line(record, app.out.width, layers), markup=False, highlight=False,
+                              soft_wrap=True)
 
 
 def _print_report(app: App, report: Any, output_format: str) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-HOOK_NODE = "BackwardHookFunctionBackward"
-ACCUMULATE_NODE = "torch::autograd::AccumulateGrad"
+from gradscope.engines import ACCUMULATE_NODE, HOOK_NODE, Engine
+
+__all__ = ["ACCUMULATE_NODE", "HOOK_NODE", "AutogradGraph", "GraphNode", "TreeLine", "build_graph", "node_label",
+           "trace_graph", "tree_lines"]
 
 
 @dataclass(frozen=True)
@@ -44,17 +46,20 @@ class AutogradGraph:
     truncated: bool = False
 
 
-def _shapes(node: Any) -> tuple:
+def _shapes(node: Any, engine: Engine | None) -> tuple:
     variable = getattr(node, "variable", None)
     if variable is not None:
         return (tuple(variable.shape),)
+    if engine is not None:
+        return engine.node_output_shapes(node)
     meta = getattr(node, "_meta", None) or ()
     return tuple(tuple(int(s) for s in shape) for shape, _ in meta)
 
 
 def build_graph(roots: Iterable[Any], *, owner_of: Callable[[Any], str | None] = lambda node: None,
                 parameter_names: dict | None = None, ran: set | None = None,
-                current: set | frozenset = frozenset(), max_nodes: int = 5000) -> AutogradGraph:
+                current: set | frozenset = frozenset(), max_nodes: int = 5000,
+                engine: Engine | None = None) -> AutogradGraph:
     """Collect the graph below ``roots`` (autograd nodes, e.g. ``loss.grad_fn``).
 
     Args:
@@ -64,6 +69,7 @@ def build_graph(roots: Iterable[Any], *, owner_of: Callable[[Any], str | None] =
         ran: the nodes that have run in the current backward pass; None if not tracked.
         current: nodes to mark as part of the current stopping point.
         max_nodes: stop collecting after this many nodes (``truncated`` is then True).
+        engine: the engine adapter of the graph, which knows its nodes' output shapes.
     """
     parameter_names = parameter_names or {}
     ids: dict = {}
@@ -108,7 +114,7 @@ def build_graph(roots: Iterable[Any], *, owner_of: Callable[[Any], str | None] =
         if node.name() == ACCUMULATE_NODE and variable is not None:
             parameter = parameter_names.get(id(variable), "(input)")
         state = "unknown" if ran is None else ("ran" if node in ran else "pending")
-        records.append(GraphNode(id=ids[node], name=node.name(), shapes=_shapes(node), module=owner_of(node),
+        records.append(GraphNode(id=ids[node], name=node.name(), shapes=_shapes(node, engine), module=owner_of(node),
                                  parameter=parameter, state=state, current=node in current,
                                  inputs=tuple(ids[k] for k in children[node] if k in ids)))
     return AutogradGraph(nodes=tuple(records), roots=tuple(ids[n] for n in root_nodes if n in ids),
@@ -184,4 +190,4 @@ def trace_graph(model: Any, compute_loss: Callable[[], Any]) -> AutogradGraph:
 
     names = {id(p): name for name, p in model.named_parameters()}
     roots = [loss.grad_fn] if getattr(loss, "grad_fn", None) is not None else []
-    return build_graph(roots, owner_of=owner, parameter_names=names)
+    return build_graph(roots, owner_of=owner, parameter_names=names, engine=tracker.engine)

@@ -36,7 +36,7 @@ from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tenso
 from gradscope.debug.tracking import Call, ForwardTracker, creation_site, flatten_tensors
 from gradscope.debug.views import (BreakpointList, BreakpointRow, GradGroup, GradsView, LayerRow, LayerTable,
                                    ParamRow, ParamsView, Position)
-from gradscope.errors import GradscopeError
+from gradscope.errors import ControlFlow, GradscopeError
 from gradscope.nn.modules.module import (Module, register_module_full_backward_hook,
                                          register_module_full_backward_pre_hook)
 
@@ -46,10 +46,10 @@ _NO_INPUT_GRAD_WARNING = r"Full backward hook.*no inputs require gradients"
 _EDITABLE = {"pre": "grad_output", "post": "grad_input", "node": "grad_input"}
 
 
-class DebuggerQuit(BaseException):
+class DebuggerQuit(ControlFlow):
     """Raised by ``quit``: aborts the forward or backward pass after every hook has been
-    removed and the model restored. It derives from ``BaseException`` (like
-    ``KeyboardInterrupt``) so that ``except Exception`` blocks in user code let it through."""
+    removed and the model restored. It derives from ``BaseException`` (through
+    :class:`ControlFlow`) so that ``except Exception`` blocks in user code let it through."""
 
 
 class DebugCommandError(GradscopeError):
@@ -78,21 +78,21 @@ class Snapshot:
     @classmethod
     def take(cls, model: Module, values: bool) -> "Snapshot":
         params = list(model.parameters())
-        grads = [(p, None if p.grad is None else p.grad.data.copy()) for p in params]
+        grads = [(p, None if p.grad is None else p.grad._data.copy()) for p in params]
         if not values:
             return cls(grads)
-        return cls(grads, [(p, p.data.copy()) for p in params],
-                   [(b, b.data.copy()) for b in model.buffers()])
+        return cls(grads, [(p, p._data.copy()) for p in params],
+                   [(b, b._data.copy()) for b in model.buffers()])
 
     def restore(self) -> None:
         """Put every recorded gradient, value and buffer back."""
         for param, grad in self.grads:
             param.grad = None if grad is None else gradscope.from_numpy(grad.copy())
         for tensor, data in (self.values or []) + (self.buffers or []):
-            if tensor.data.shape == data.shape and not np.array_equal(tensor.data, data, equal_nan=True):
-                np.copyto(tensor.data, data)
-            elif tensor.data.shape != data.shape:
-                tensor.data = data.copy()
+            if tensor._data.shape == data.shape and not np.array_equal(tensor._data, data, equal_nan=True):
+                np.copyto(tensor._data, data)
+            elif tensor._data.shape != data.shape:
+                tensor._data = data.copy()
 
 
 @dataclass(eq=False)
@@ -287,7 +287,7 @@ class DebugSession:
         self._hook_nodes(call.own_nodes)
         if self.mode == "finish":
             return
-        arrays = [t.data for t in flatten_tensors(output)]
+        arrays = [t._data for t in flatten_tensors(output)]
         self._event("forward", call, None, {"output": arrays})
 
     def _param_grad(self, grad: Tensor) -> None:
@@ -345,7 +345,7 @@ class DebugSession:
         state = self._state(call)
         state.pre_seen = True
         state.deferred = not call.has_grad_inputs
-        arrays = [None if g is None else g.data for g in grad_output]
+        arrays = [None if g is None else g._data for g in grad_output]
         state.grad_output = arrays
         state.grad_output_norm = total_norm(arrays)
         state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
@@ -366,7 +366,7 @@ class DebugSession:
             if not state.pending:
                 self._finish_call(call)
             return None
-        arrays = [None if g is None else g.data for g in grad_input]
+        arrays = [None if g is None else g._data for g in grad_input]
         return self._post_point(call, arrays)
 
     def _post_point(self, call: Call, arrays: list) -> tuple | None:
@@ -386,8 +386,8 @@ class DebugSession:
     def _node_ran(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
         self._begin_pass()
         self._ran[node] = len(self._ran)
-        produced = [None if g is None else g.data for g in grad_inputs]
-        incoming = [None if g is None else g.data for g in grad_outputs]
+        produced = [None if g is None else g._data for g in grad_inputs]
+        incoming = [None if g is None else g._data for g in grad_outputs]
         if self._first_nonfinite is None and any(nonfinite_count(a) for a in produced if a is not None) \
                 and not any(nonfinite_count(a) for a in incoming if a is not None):
             self._first_nonfinite = (node, self.tracker.owner_of(node))
@@ -538,7 +538,7 @@ class DebugSession:
                 continue
             if old is None:
                 raise DebugCommandError(f"{stop.editable}[{index}] has no gradient here; it can only stay None")
-            data = entry.data if isinstance(entry, Tensor) else entry
+            data = entry._data if isinstance(entry, Tensor) else entry
             try:
                 new.append(np.asarray(data, dtype=old.dtype))
             except (TypeError, ValueError) as error:
@@ -586,7 +586,7 @@ class DebugSession:
         if stop is not None and stop.phase == "forward":
             active = self.tracker.active_calls
             done, pending = len(self.tracker.calls) - len(active), len(active)
-        loss = float(self.loss.data) if self.loss is not None and self.loss.data.size == 1 else None
+        loss = float(self.loss._data) if self.loss is not None and self.loss._data.size == 1 else None
         notes = []
         if self._first_nonfinite is not None:
             node, owner = self._first_nonfinite
@@ -713,13 +713,13 @@ class DebugSession:
                 status = "running"
             else:
                 status = "pending"
-            accumulated = [p.grad.data for p in call.module.parameters(recurse=False)
+            accumulated = [p.grad._data for p in call.module.parameters(recurse=False)
                            if p.grad is not None and self._param_status(p) == "accumulated"]
             rows.append(LayerRow(module=call.display, module_type=call.type_name, status=status,
                                  grad_output_norm=state.grad_output_norm, grad_input_norm=state.grad_input_norm,
                                  param_grad_norm=total_norm(accumulated) if accumulated else None,
                                  nonfinite=state.nonfinite, edits="; ".join(state.edits)))
-        grads = [p.grad.data for p in self.model.parameters() if p.grad is not None]
+        grads = [p.grad._data for p in self.model.parameters() if p.grad is not None]
         notes = []
         if self.state != "finished" and self.state != "idle":
             notes.append("gradients of modules not done yet are not known; parameter norms count only "
@@ -740,11 +740,11 @@ class DebugSession:
                 ("accumulated" if grad is not None else "no grad")
             if grad is None:
                 rows.append(ParamRow(prefix + name, tuple(param.shape), status if status != "accumulated"
-                                     else "no grad", None, None, None, 0, l2_norm(param.data)))
+                                     else "no grad", None, None, None, 0, l2_norm(param._data)))
                 continue
-            stats = tensor_stats(name, grad.data)
+            stats = tensor_stats(name, grad._data)
             rows.append(ParamRow(prefix + name, tuple(param.shape), status, stats.norm, stats.mean,
-                                 stats.abs_max, stats.nonfinite, l2_norm(param.data)))
+                                 stats.abs_max, stats.nonfinite, l2_norm(param._data)))
         notes = []
         if any(row.status == "pending" for row in rows):
             notes.append("'pending': this pass has not accumulated its gradient yet; .grad shows what "

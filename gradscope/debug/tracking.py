@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gradscope.autograd.tensor import Tensor
-from gradscope.nn.modules.module import Module, register_module_forward_hook, register_module_forward_pre_hook
+from gradscope.engines import Engine, engine_of
+from gradscope.nn.modules.module import Module
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 _LIBRARY_DIRS = tuple({str(Path(p).resolve()) for key, p in sysconfig.get_paths().items()
@@ -142,8 +143,9 @@ class ForwardTracker:
 
     def __init__(self, model: Module, on_call_end: Callable[[Call, Any], None] | None = None,
                  on_pass_start: Callable[[], bool] | None = None,
-                 locate: Callable[[str], str | None] | None = None) -> None:
+                 locate: Callable[[str], str | None] | None = None, engine: Engine | None = None) -> None:
         self.model = model
+        self.engine = engine or engine_of(model)
         self.locate = locate
         self.on_call_end = on_call_end
         self.on_pass_start = on_pass_start
@@ -159,8 +161,9 @@ class ForwardTracker:
     # ---------------------------------------------------------------- lifecycle
     def attach(self) -> None:
         """Register the global forward hooks."""
-        self._handles = [register_module_forward_pre_hook(self._forward_pre),
-                         register_module_forward_hook(self._forward_post, with_kwargs=True, always_call=True)]
+        self._handles = [self.engine.register_module_forward_pre_hook(self._forward_pre),
+                         self.engine.register_module_forward_hook(self._forward_post, with_kwargs=True,
+                                                                  always_call=True)]
 
     def detach(self) -> None:
         """Remove every hook this tracker registered (idempotent)."""
@@ -214,12 +217,13 @@ class ForwardTracker:
         if not self._stack or self._stack[-1].module is not module or self.suspended:
             return None
         call = self._stack.pop()
-        inputs = flatten_tensors(args) + flatten_tensors(kwargs)
+        tensors_in = self.engine.tensors_in
+        inputs = tensors_in(args) + tensors_in(kwargs)
         call.n_inputs = len(args)
-        call.has_grad_inputs = any(t.requires_grad for t in flatten_tensors(args))
+        call.has_grad_inputs = any(t.requires_grad for t in tensors_in(args))
         boundary = {t.grad_fn for t in inputs if t.grad_fn is not None}
         call.input_nodes = [t.grad_fn for t in inputs if t.grad_fn is not None]
-        outputs = flatten_tensors(output)
+        outputs = tensors_in(output)
         call.output_nodes = []
         call.has_grad_outputs = any(t.requires_grad for t in outputs)
         for tensor in outputs:

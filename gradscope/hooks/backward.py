@@ -42,7 +42,7 @@ def identity_wrap(tensors: list, module: Any) -> tuple[list, Node | None]:
     node = new_node(BackwardHookFunctionBackward, tuple(tensors))
     outs = []
     for index, t in enumerate(tensors):
-        o = Tensor._make(t.data)
+        o = Tensor._make(t._data)
         o._vc = t._version_counter()
         if node is not None and t.requires_grad:
             o.requires_grad = True
@@ -51,7 +51,7 @@ def identity_wrap(tensors: list, module: Any) -> tuple[list, Node | None]:
             o._inplace_error = _INPLACE_MESSAGE.format(index=index, module=type(module).__name__)
         outs.append(o)
     if node is not None:
-        node._meta = tuple((t.data.shape, t.data.dtype) for t in tensors)
+        node._meta = tuple((t._data.shape, t._data.dtype) for t in tensors)
     return outs, node
 
 

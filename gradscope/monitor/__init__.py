@@ -9,6 +9,7 @@ every hook on exit (``GradientMonitor``, ``ForwardNonFiniteTracer``, ``BackwardN
 * ``replay(workload, bundle) -> WatchReport``
 * ``clip_model(workload, max_value, mode, scope, steps) -> ClipReport``
 * ``check_model(workload, CheckOptions(...)) -> CheckReport``
+* ``RunMonitor(RunOptions(...))``: ``.attach(engine)`` while a script runs, ``.report(script)``
 
 Names are imported on first use, so ``gradscope.monitor.records`` stays importable on its own.
 """
@@ -27,6 +28,7 @@ _EXPORTS = {
     "Snapshot": "snapshot", "BundleError": "snapshot",
     "Finding": "records", "InspectReport": "records", "WatchReport": "records", "ClipReport": "records",
     "CheckReport": "records", "StepRecord": "records", "NonFiniteOrigin": "records",
+    "RunMonitor": "run", "RunOptions": "run", "StopRun": "run", "RunReport": "records",
 }
 
 __all__ = sorted(_EXPORTS)

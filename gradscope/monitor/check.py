@@ -1,20 +1,25 @@
 """``check``: gradient sanity checks for CI, each one pass / fail / skip."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from gradscope.engines import Engine
 from gradscope.errors import ModelError
 from gradscope.loading import Batch, Workload
-from gradscope.monitor.analysis import Thresholds, gradient_findings, has_errors, loss_findings
+from gradscope.monitor.analysis import (Thresholds, Waiver, apply_waivers, gradient_findings, has_errors,
+                                        loss_broadcast_findings, zero_by_construction)
+from gradscope.monitor.diagnose import NormalizationInputs, loss_warnings
+from gradscope.monitor.inspect import data_findings, locate_graph_cuts
 from gradscope.monitor.records import CHECK_FINDINGS, CheckReport, CheckResult, Finding, ParameterRecord
 from gradscope.monitor.snapshot import Snapshot
-from gradscope.monitor.stats import module_of, parameter_records, to_numpy
+from gradscope.monitor.stats import module_of, parameter_records
 
 _STRUCTURAL = ("no_grad", "dead")
 
@@ -30,6 +35,7 @@ class CheckOptions:
         overfit: also check that the loss goes down when training ``steps`` steps on batch 0.
         gradcheck: also compare gradients with finite differences on a float64 copy.
         gradcheck_samples: entries checked per parameter by the gradient check.
+        waivers: findings the user accepts (``--ignore``); they fail no check.
     """
 
     steps: int = 5
@@ -38,50 +44,71 @@ class CheckOptions:
     overfit: bool = False
     gradcheck: bool = False
     gradcheck_samples: int = 3
+    waivers: tuple[Waiver, ...] = ()
 
 
-def check_model(workload: Workload, options: CheckOptions = CheckOptions()) -> CheckReport:
+# ``progress(stage, done, total)``: called as a long check advances (the CLI draws it on a terminal).
+Progress = Callable[[str, int, int], None]
+
+
+def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
+                progress: Progress | None = None) -> CheckReport:
     """Run the gradient checks and return which passed.
 
     The gradient checks (finite, every parameter gets a gradient, no dead parameter, no vanishing
     or exploding gradient) look at ``options.steps`` training steps on batches 0, 1, ...: a
     finite/vanishing/exploding problem counts on any step, a missing or all-zero gradient only
     if it holds on every step. ``parameters_update`` checks the first optimizer step. The model is
-    put back in its initial state before the overfit run and at the end.
+    put back in its initial state before the overfit run and at the end. A bias that only feeds a
+    normalisation layer gets an informational note instead of a vanishing/unchanged error.
     """
+    report = progress or _no_progress
     model = workload.model
+    engine = workload.engine
     optimizer = workload.make_optimizer(options.lr)
-    initial = Snapshot.capture(0, model, optimizer, None)
+    initial = Snapshot.capture(0, model, optimizer, None, engine=engine)
     per_step: list[list[Finding]] = []
     unchanged: list[Finding] = []
+    broadcast: list[Finding] = []
+    normalization = NormalizationInputs(model, engine)
     for step in range(options.steps):
+        report("gradient checks", step, options.steps)
         batch = workload.batch(step)
         optimizer.zero_grad(set_to_none=True)
-        loss = workload.loss(batch)
+        with loss_warnings() as messages, normalization if step == 0 else contextlib.nullcontext():
+            loss = workload.loss(batch)
+        broadcast = broadcast or loss_broadcast_findings(messages)
         workload.backward(loss)
-        records = parameter_records(model)
-        per_step.append(loss_findings(float(loss.item())) + gradient_findings(records, options.thresholds))
-        before = {name: np.array(to_numpy(p)) for name, p in model.named_parameters()} if step == 0 else None
+        records = parameter_records(model, engine)
+        per_step.append(data_findings(float(loss.item()), batch, step, engine)
+                        + gradient_findings(records, options.thresholds))
+        before = {name: np.array(engine.to_numpy(p)) for name, p in model.named_parameters()} if step == 0 \
+            else None
         optimizer.step()
         if before is not None:
-            unchanged = _unchanged(model, records, before)
+            unchanged = _unchanged(workload, records, before)
         if any(f.check == "nonfinite" for f in per_step[-1]):
             break
-    findings = _combine(per_step) + unchanged
-    results = [_result(name, findings) for name in ("finite", "gradients_reach_parameters", "no_dead_parameters",
-                                                     "no_vanishing_gradients", "no_exploding_gradients",
-                                                     "parameters_update")]
+    findings = zero_by_construction(broadcast + _combine(per_step) + unchanged, normalization.followed_by)
+    if any(f.check == "no_grad" for f in findings):
+        initial.restore(model, optimizer)
+        findings = locate_graph_cuts(workload, workload.batch(0), findings)
+    findings, waived = apply_waivers(findings, options.waivers)
+    findings = list(findings)
+    results = [_result(name, findings) if per_step else CheckResult(name, "fail", "no training step ran (steps < 1)")
+               for name in ("loss_shapes_match", "finite", "gradients_reach_parameters", "no_dead_parameters",
+                            "no_vanishing_gradients", "no_exploding_gradients", "parameters_update")]
     if options.overfit:
         initial.restore(model, optimizer)
-        overfit = _overfit(workload, optimizer, options.steps)
-        findings += overfit
+        overfit = _overfit(workload, optimizer, options.steps, report)
+        findings += apply_waivers(overfit, options.waivers)[0]
         results.append(_result("loss_decreases", findings))
     else:
         results.append(CheckResult("loss_decreases", "skip", "not run (use --overfit)"))
     if options.gradcheck:
         initial.restore(model, optimizer)
         try:
-            findings += _gradcheck(workload, options.gradcheck_samples)
+            findings += apply_waivers(_gradcheck(workload, options.gradcheck_samples, report), options.waivers)[0]
             results.append(_result("gradcheck", findings))
         except ModelError as error:
             results.append(CheckResult("gradcheck", "skip", f"the model does not run in float64: {error}"))
@@ -89,7 +116,11 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions()) -> C
         results.append(CheckResult("gradcheck", "skip", "not run (use --gradcheck)"))
     initial.restore(model, optimizer)
     return CheckReport(model=workload.label, passed=all(r.status != "fail" for r in results),
-                       checks=tuple(results), findings=tuple(findings))
+                       checks=tuple(results), findings=tuple(findings), waived=len(waived))
+
+
+def _no_progress(stage: str, done: int, total: int) -> None:
+    """The progress callback when nobody listens."""
 
 
 def _combine(per_step: list[list[Finding]]) -> list[Finding]:
@@ -113,15 +144,20 @@ def _result(name: str, findings: list[Finding]) -> CheckResult:
     kinds = CHECK_FINDINGS[name]
     relevant = [f for f in findings if f.check in kinds]
     if not has_errors(relevant):
-        note = f" ({len(relevant)} warning{'s' if len(relevant) != 1 else ''})" if relevant else ""
-        return CheckResult(name, "pass", _PASS_MESSAGES[name] + note)
+        notes = [f"{n} {label}{'s' if n != 1 else ''}" for label, n in
+                 (("warning", sum(f.severity == "warning" for f in relevant)),
+                  ("note", sum(f.severity == "info" for f in relevant))) if n]
+        return CheckResult(name, "pass", _PASS_MESSAGES[name] + (f" ({', '.join(notes)})" if notes else ""))
     errors = [f for f in relevant if f.severity == "error"]
-    subjects = [f.parameter or "the loss" for f in errors]
+    subjects = [subject for f in errors for subject in (f.parameters or (f.parameter,)) if subject is not None]
+    if not subjects:
+        return CheckResult(name, "fail", errors[0].message)
     shown = ", ".join(subjects[:4]) + (f" and {len(subjects) - 4} more" if len(subjects) > 4 else "")
     return CheckResult(name, "fail", f"{_FAIL_MESSAGES[name]}: {shown}")
 
 
 _PASS_MESSAGES = {
+    "loss_shapes_match": "the loss compares outputs and targets of the same shape",
     "finite": "loss and gradients are finite",
     "gradients_reach_parameters": "every parameter receives a gradient",
     "no_dead_parameters": "no parameter has an identically zero gradient",
@@ -132,6 +168,7 @@ _PASS_MESSAGES = {
     "gradcheck": "gradients match finite differences",
 }
 _FAIL_MESSAGES = {
+    "loss_shapes_match": "the loss broadcasts outputs against targets",
     "finite": "non-finite values",
     "gradients_reach_parameters": "no gradient reaches",
     "no_dead_parameters": "identically zero gradient",
@@ -143,13 +180,14 @@ _FAIL_MESSAGES = {
 }
 
 
-def _unchanged(model: Any, records: tuple[ParameterRecord, ...], before: dict[str, np.ndarray]) -> list[Finding]:
+def _unchanged(workload: Workload, records: tuple[ParameterRecord, ...],
+               before: dict[str, np.ndarray]) -> list[Finding]:
     findings = []
-    current = dict(model.named_parameters())
+    current = dict(workload.model.named_parameters())
     for record in records:
         if not record.has_grad or not record.grad_norm or not math.isfinite(record.grad_norm):
             continue
-        if np.array_equal(to_numpy(current[record.name]), before[record.name]):
+        if np.array_equal(workload.engine.to_numpy(current[record.name]), before[record.name]):
             findings.append(Finding(
                 check="unchanged", severity="error", module=record.module, parameter=record.name,
                 value=record.grad_norm,
@@ -158,12 +196,15 @@ def _unchanged(model: Any, records: tuple[ParameterRecord, ...], before: dict[st
     return findings
 
 
-def _overfit(workload: Workload, optimizer: Any, steps: int) -> list[Finding]:
+def _overfit(workload: Workload, optimizer: Any, steps: int, progress: Progress) -> list[Finding]:
     batch = workload.batch(0)
     losses = []
-    for _ in range(max(steps, 2)):
+    total = max(steps, 2)
+    for step in range(total):
+        progress("overfitting batch 0", step, total)
         optimizer.zero_grad(set_to_none=True)
-        loss = workload.loss(batch)
+        with loss_warnings():  # a broadcasting loss is already a finding
+            loss = workload.loss(batch)
         losses.append(float(loss.item()))
         workload.backward(loss)
         optimizer.step()
@@ -174,32 +215,32 @@ def _overfit(workload: Workload, optimizer: Any, steps: int) -> list[Finding]:
                             f"{losses[-1]:.4g}; it should go down (learning rate, loss or wiring problem)")]
 
 
-def _gradcheck(workload: Workload, samples: int, eps: float = 1e-6, atol: float = 1e-5,
+def _gradcheck(workload: Workload, samples: int, progress: Progress, eps: float = 1e-6, atol: float = 1e-5,
                rtol: float = 1e-3) -> list[Finding]:
     """Central differences on a float64 copy, for ``samples`` random entries of each parameter."""
-    import gradscope as gs
-
+    engine = workload.engine
     model64 = copy.deepcopy(workload.model).double()
     work64 = dataclasses.replace(workload, model=model64)
     batch = workload.batch(0)
     batch64 = Batch(inputs=_double(batch.inputs), targets=_double(batch.targets), raw=_double(batch.raw))
-    rng_state = gs.get_rng_state()
+    rng_state = engine.get_rng_state()
 
     def loss_value() -> Any:
-        gs.set_rng_state(rng_state)
-        return work64.loss(batch64)
+        engine.set_rng_state(rng_state)
+        with loss_warnings():  # a broadcasting loss is already a finding
+            return work64.loss(batch64)
 
     model64.zero_grad(set_to_none=True)
     work64.backward(loss_value())
     chooser = np.random.default_rng(0)
     findings = []
-    for name, parameter in model64.named_parameters():
-        if not parameter.requires_grad or parameter.grad is None:
-            continue
-        values = to_numpy(parameter).reshape(-1)
-        analytic = to_numpy(parameter.grad).reshape(-1)
+    checked = [(name, p) for name, p in model64.named_parameters() if p.requires_grad and p.grad is not None]
+    for done, (name, parameter) in enumerate(checked):
+        progress("gradcheck (finite differences)", done, len(checked))
+        values = engine.to_numpy(parameter).reshape(-1)
+        analytic = engine.to_numpy(parameter.grad).reshape(-1)
         for index in chooser.choice(values.size, size=min(samples, values.size), replace=False):
-            numeric = _central_difference(parameter, int(index), eps, loss_value)
+            numeric = _central_difference(engine, parameter, int(index), eps, loss_value)
             error = abs(float(analytic[index]) - numeric)
             limit = atol + rtol * abs(numeric)
             if not error <= limit:
@@ -212,23 +253,20 @@ def _gradcheck(workload: Workload, samples: int, eps: float = 1e-6, atol: float 
     return findings
 
 
-def _central_difference(parameter: Any, index: int, eps: float, loss_value: Any) -> float:
-    original = float(to_numpy(parameter).reshape(-1)[index])
+def _central_difference(engine: Engine, parameter: Any, index: int, eps: float, loss_value: Any) -> float:
+    original = float(engine.to_numpy(parameter).reshape(-1)[index])
     results = []
     for shifted in (original + eps, original - eps):
-        _set_entry(parameter, index, shifted)
+        _set_entry(engine, parameter, index, shifted)
         results.append(float(loss_value().item()))
-    _set_entry(parameter, index, original)
+    _set_entry(engine, parameter, index, original)
     return (results[0] - results[1]) / (2 * eps)
 
 
-def _set_entry(parameter: Any, index: int, value: float) -> None:
-    import gradscope as gs
-
-    values = np.array(to_numpy(parameter))
+def _set_entry(engine: Engine, parameter: Any, index: int, value: float) -> None:
+    values = np.array(engine.to_numpy(parameter))
     values.reshape(-1)[index] = value
-    with gs.no_grad():
-        parameter.copy_(gs.tensor(values))
+    engine.copy_into(parameter, values)
 
 
 def _double(value: Any) -> Any:

@@ -1,41 +1,57 @@
-"""Monitors: context managers that attach to a model through the public global module hooks.
+"""Monitors: context managers that attach to a model through the engine's public hook API.
 
 Each monitor holds the ``RemovableHandle`` of every hook it registers and removes them all when its
 ``with`` block exits, also on error. Monitors record plain data and never print.
+
+Observing must not change what is observed, so no monitor uses module full backward hooks
+(they wrap module inputs and outputs in identity nodes, which turns a missing input gradient
+into zeros and makes in-place operations on module outputs fail). Per module call,
+:class:`ModuleGradientHooks` sees instead
+
+* ``grad_output`` through tensor hooks on the call's outputs, registered from a global forward
+  hook (a hook on a tensor later modified in place still sees the gradient of the value the
+  module returned);
+* ``grad_input`` through post-hooks on the autograd nodes that the call created and that send
+  gradient to its inputs (found by walking the graph from the outputs back to the inputs).
+
+When one node both made an output and sends gradient to the inputs (a module of one operation),
+its post-hook reports both, so that the node needs a single hook.
 """
 from __future__ import annotations
 
 import math
 import sys
-import warnings
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
+from gradscope.engines import Engine, engine_of
 from gradscope.monitor.records import ModuleRecord
-from gradscope.monitor.stats import nonfinite_kind, norm_of, tensors_in, to_numpy
-from gradscope.nn.modules import module as module_hooks
+from gradscope.monitor.stats import nonfinite_count as count_nonfinite
 
-
-# Full backward hooks on a module whose inputs need no gradient (the model's first layer, fed
-# with data) fire early with grad_input None and warn; that is expected while monitoring.
-_EXPECTED_WARNING = ".*no inputs require gradients.*"
+_ACCUMULATE = "AccumulateGrad"
 
 
 class _HookOwner:
-    """Base: keeps handles and removes them all on ``__exit__``, also on error."""
+    """Base: keeps handles and removes them all on ``__exit__``, also on error.
 
-    def __init__(self) -> None:
+    Args:
+        model: the model observed; its engine is found from it unless ``engine`` is given.
+        engine: the engine adapter.
+    """
+
+    def __init__(self, model: Any, engine: Engine | None = None) -> None:
+        self.model = model
+        self.engine = engine or engine_of(model)
+        self._named_modules = list(model.named_modules())
+        self._names = {id(module): name for name, module in self._named_modules}
         self._handles: list[Any] = []
-        self._warnings: Any = None
 
     def _attach(self) -> None:
         raise NotImplementedError
 
     def __enter__(self) -> "_HookOwner":
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.filterwarnings("ignore", message=_EXPECTED_WARNING, category=UserWarning)
         try:
             self._attach()
         except BaseException:
@@ -51,22 +67,156 @@ class _HookOwner:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-        if self._warnings is not None:
-            self._warnings.__exit__(None, None, None)
-            self._warnings = None
 
 
-def module_name(names: dict[int, str], module: Any) -> str | None:
-    """The module's dotted path in the model, or None for modules outside it (e.g. a loss module)."""
-    return names.get(id(module))
+class ModuleCall:
+    """One call of one module of the model during a forward pass.
+
+    Attributes:
+        name: the module's dotted path ("" for the model itself).
+        module: the module.
+        edges: the ``(node, output_nr)`` graph edges of the call's non-leaf tensor arguments.
+        leaves: ``id`` of the call's leaf tensor arguments that require grad.
+        output_nonfinite: a ``grad_output`` tensor of this call held NaN/Inf (set by tracers).
+    """
+
+    __slots__ = ("name", "module", "edges", "leaves", "output_nonfinite")
+
+    def __init__(self, name: str, module: Any) -> None:
+        self.name = name
+        self.module = module
+        self.edges: set = set()
+        self.leaves: set = set()
+        self.output_nonfinite = False
 
 
-class GradientMonitor(_HookOwner):
+class ModuleGradientHooks(_HookOwner):
+    """Base of the monitors that see each module call's ``grad_output`` and ``grad_input``.
+
+    Subclasses override :meth:`_call_started`, :meth:`_grad_output` and :meth:`_grad_input`.
+    ``_grad_input`` may return replacement gradients, which then flow upstream.
+
+    Attributes:
+        owner: ``node -> ModuleCall``, the innermost call that created each node (filled only
+            when the class sets ``track_owners``).
+    """
+
+    track_owners = False
+
+    def __init__(self, model: Any, engine: Engine | None = None) -> None:
+        super().__init__(model, engine)
+        self.owner: dict = {}
+        self._stack: list[ModuleCall] = []
+
+    def _attach(self) -> None:
+        self._handles.append(self.engine.register_module_forward_pre_hook(self._forward_pre))
+        self._handles.append(self.engine.register_module_forward_hook(self._forward_post))
+
+    # ---- subclass interface
+    def _call_started(self, call: ModuleCall) -> None:
+        """A call of a module of the model starts."""
+
+    def _grad_output(self, call: ModuleCall, grad: Any) -> None:
+        """The gradient of one output of ``call`` arrived (``hook(grad) -> None``)."""
+
+    def _grad_input(self, call: ModuleCall, grads: list) -> list | None:
+        """Gradients that ``call`` sends to its inputs, from one autograd node; return
+        replacements (same length, same shapes) or None."""
+        return None
+
+    # ---- forward hooks
+    def _forward_pre(self, module: Any, args: tuple) -> None:
+        name = self._names.get(id(module))
+        if name is None:
+            return
+        call = ModuleCall(name, module)
+        for tensor in self.engine.tensors_in(args):
+            if tensor.requires_grad:
+                node = tensor.grad_fn
+                if node is None:
+                    call.leaves.add(id(tensor))
+                else:
+                    call.edges.add((node, tensor.output_nr))
+        self._stack.append(call)
+        self._call_started(call)
+
+    def _forward_post(self, module: Any, args: tuple, output: Any) -> None:
+        call = self._pop(module)
+        if call is None:
+            return
+        outputs = [t for t in self.engine.tensors_in(output) if t.requires_grad]
+        boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
+        # An output made by a node that also sends gradient to the inputs (a leaf module's
+        # single op) is seen by that node's post-hook: one hook instead of two.
+        output_slots: dict = {}
+        for tensor in outputs:
+            node = tensor.grad_fn
+            if node in boundary and tensor.output_nr not in output_slots.setdefault(node, []):
+                output_slots[node].append(tensor.output_nr)
+            else:
+                self._handles.append(tensor.register_hook(partial(self._grad_output, call)))
+        for node, slots in boundary.items():
+            self._handles.append(node.register_hook(partial(self._node_hook, call, slots,
+                                                            tuple(output_slots.get(node, ())))))
+
+    def _pop(self, module: Any) -> ModuleCall | None:
+        """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
+        for index in range(len(self._stack) - 1, -1, -1):
+            if self._stack[index].module is module:
+                call = self._stack[index]
+                del self._stack[index:]
+                return call
+        return None
+
+    def _walk(self, call: ModuleCall, outputs: list) -> dict:
+        """The nodes created by ``call`` that send gradient to its inputs: ``node -> slots``."""
+        edges, leaves, owner = call.edges, call.leaves, self.owner
+        boundary: dict = {}
+        stack = []
+        for tensor in outputs:
+            node = tensor.grad_fn
+            if node is not None and (node, tensor.output_nr) not in edges and node not in stack:
+                stack.append(node)
+        seen = set(stack)
+        track = self.track_owners
+        while stack:
+            node = stack.pop()
+            if track and node not in owner:
+                owner[node] = call
+            for index, (child, output_nr) in enumerate(node.next_functions):
+                if child is None:
+                    continue
+                if type(child).__name__ == _ACCUMULATE:
+                    if id(child.variable) in leaves:
+                        boundary.setdefault(node, []).append(index)
+                elif (child, output_nr) in edges:
+                    boundary.setdefault(node, []).append(index)
+                elif child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+        return {node: tuple(slots) for node, slots in boundary.items()}
+
+    def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
+                   grad_outputs: tuple) -> tuple | None:
+        for index in output_slots:
+            if grad_outputs[index] is not None:
+                self._grad_output(call, grad_outputs[index])
+        grads = [grad_inputs[index] for index in slots]
+        replaced = self._grad_input(call, grads)
+        if replaced is None:
+            return None
+        result = list(grad_inputs)
+        for index, grad in zip(slots, replaced):
+            result[index] = grad
+        return tuple(result)
+
+
+class GradientMonitor(ModuleGradientHooks):
     """Record the gradient flowing through each module of ``model``.
 
-    Registers a global forward pre-hook (call order and count) and a global full backward hook
-    ``hook(module, grad_input, grad_output) -> None`` that adds up the squared norms of
-    ``grad_output`` and ``grad_input`` per module. Modules outside ``model`` are ignored.
+    Per module (all its calls together): the number of calls, the norms of ``grad_output`` and
+    ``grad_input`` and how many of their entries are NaN/Inf. Modules outside ``model`` are
+    ignored. ``grad_input`` is None for a module whose inputs need no gradient.
 
     Example::
 
@@ -75,35 +225,32 @@ class GradientMonitor(_HookOwner):
         records = monitor.module_records()
     """
 
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-        self._names = {id(module): name for name, module in model.named_modules()}
-        self._types = {name: type(module).__name__ for name, module in model.named_modules()}
+    def __init__(self, model: Any, engine: Engine | None = None) -> None:
+        super().__init__(model, engine)
+        self._types = {name: type(module).__name__ for name, module in self._named_modules}
         self._calls: dict[str, int] = {}
         self._squares: dict[str, list[float | None]] = {}
         self._nonfinite: dict[str, int] = {}
 
-    def _attach(self) -> None:
-        self._handles.append(module_hooks.register_module_forward_pre_hook(self._on_forward_pre))
-        self._handles.append(module_hooks.register_module_full_backward_hook(self._on_backward))
+    def _call_started(self, call: ModuleCall) -> None:
+        self._calls[call.name] = self._calls.get(call.name, 0) + 1
 
-    def _on_forward_pre(self, module: Any, args: tuple) -> None:
-        name = self._names.get(id(module))
-        if name is not None:
-            self._calls[name] = self._calls.get(name, 0) + 1
+    def _grad_output(self, call: ModuleCall, grad: Any) -> None:
+        self._add(call.name, 0, [grad])
 
-    def _on_backward(self, module: Any, grad_input: tuple, grad_output: tuple) -> None:
-        name = self._names.get(id(module))
-        if name is None:
+    def _grad_input(self, call: ModuleCall, grads: list) -> None:
+        self._add(call.name, 1, [grad for grad in grads if grad is not None])
+
+    def _add(self, name: str, index: int, grads: list) -> None:
+        if not grads:
             return
-        out_norm, out_bad = norm_of(grad_output)
-        in_norm, in_bad = norm_of(grad_input)
-        squares = self._squares.setdefault(name, [None, None])
-        for index, norm in ((0, out_norm), (1, in_norm)):
-            if norm is not None:
-                squares[index] = (squares[index] or 0.0) + norm * norm
-        self._nonfinite[name] = self._nonfinite.get(name, 0) + out_bad + in_bad
+        squares = self._squares.get(name)
+        if squares is None:
+            squares = self._squares[name] = [None, None]
+        for grad, square in zip(grads, self.engine.squared_norms(grads)):
+            squares[index] = (squares[index] or 0.0) + square
+            if not math.isfinite(square):
+                self._nonfinite[name] = self._nonfinite.get(name, 0) + nonfinite_count(self.engine, grad)
 
     def module_records(self) -> tuple[ModuleRecord, ...]:
         """One record per module called in forward, in the order of their first call."""
@@ -114,6 +261,11 @@ class GradientMonitor(_HookOwner):
                                         grad_output_norm=_sqrt(out_sq), grad_input_norm=_sqrt(in_sq),
                                         nonfinite=self._nonfinite.get(name, 0)))
         return tuple(records)
+
+
+def nonfinite_count(engine: Engine, tensor: Any) -> int:
+    """Number of NaN and Inf entries of a tensor."""
+    return count_nonfinite(engine.to_numpy(tensor))
 
 
 class ForwardNonFiniteTracer(_HookOwner):
@@ -133,9 +285,8 @@ class ForwardNonFiniteTracer(_HookOwner):
         propagated: modules that received a non-finite input.
     """
 
-    def __init__(self, model: Any, source_file: Path | None = None) -> None:
-        super().__init__()
-        self._names = {id(module): name for name, module in model.named_modules()}
+    def __init__(self, model: Any, source_file: Path | None = None, engine: Engine | None = None) -> None:
+        super().__init__(model, engine)
         self._source_file = str(source_file) if source_file is not None else None
         self.module: str | None = None
         self.module_found = False
@@ -151,7 +302,7 @@ class ForwardNonFiniteTracer(_HookOwner):
         self._previous_trace: Callable | None = None
 
     def _attach(self) -> None:
-        self._handles.append(module_hooks.register_module_forward_hook(self._on_forward))
+        self._handles.append(self.engine.register_module_forward_hook(self._on_forward))
         if self._source_file is not None:
             self._previous_trace = sys.gettrace()
             sys.settrace(self._trace_call)
@@ -166,12 +317,12 @@ class ForwardNonFiniteTracer(_HookOwner):
         cached = self._checked.get(key)
         if cached is not None and cached[0] is tensor:
             return cached[1]
-        kind = nonfinite_kind(to_numpy(tensor)) if getattr(tensor, "dtype", None) is not None else None
+        kind = self.engine.nonfinite_kind(tensor)
         self._checked[key] = (tensor, kind)
         return kind
 
     def _first_kind(self, value: Any) -> tuple[str | None, Any]:
-        for tensor in tensors_in(value):
+        for tensor in self.engine.tensors_in(value):
             kind = self._kind(tensor)
             if kind is not None:
                 return kind, tensor
@@ -188,7 +339,7 @@ class ForwardNonFiniteTracer(_HookOwner):
             self.module_found = True
             self.module = name
             self.kind = out_kind
-            self.node = node_name(tensor)
+            self.node = self.engine.node_name(tensor)
             self.parameter_nonfinite = params_bad
         elif self.module_found and name is not None and not _contains(name, self.module):
             self.propagated.append(name)
@@ -216,99 +367,100 @@ class ForwardNonFiniteTracer(_HookOwner):
         return self._trace_line
 
     def _attribute(self, value: Any, frame: FrameType, line: int) -> None:
-        for tensor in tensors_in(value):
+        for tensor in self.engine.tensors_in(value):
             known = self._checked.get(id(tensor))
             if known is not None and known[0] is tensor:
                 continue
             kind = self._kind(tensor)
             if kind is not None and self.source is None:
                 self.source = (frame.f_code.co_filename, line)
-                self.source_node = node_name(tensor)
+                self.source_node = self.engine.node_name(tensor)
                 self.source_kind = kind
                 return
 
 
-class BackwardNonFiniteTracer(_HookOwner):
-    """Find the module whose backward first produces a NaN/Inf gradient.
+class BackwardNonFiniteTracer(ModuleGradientHooks):
+    """Find the autograd node, and the module, whose backward first produces a NaN/Inf gradient.
 
-    Global full backward pre-hooks and hooks track which modules' backward is in progress and
-    compare ``grad_output`` with ``grad_input``: the first module whose ``grad_output`` is finite
-    but whose ``grad_input`` is not is the origin, later ones only pass it on. Parameter tensor
-    hooks catch a non-finite parameter gradient whose module sends finite gradients upstream.
-    When anomaly mode stops backward with an error, :meth:`innermost_open` tells which module's
-    backward was running.
+    Attach it before the forward pass, then call :meth:`watch` with the loss before backward.
+    Every node of the graph gets a post-hook: the first node (in execution order) whose incoming
+    gradients are finite but whose outgoing ones are not produced the first NaN/Inf (checking Inf
+    too finds ``sqrt(0)``'s Inf before a later ``inf * 0`` turns it into NaN). Its module is the
+    innermost module call that created it. Per module call, the first module whose ``grad_output``
+    is finite but whose ``grad_input`` is not is recorded too; modules after it only pass it on.
+
+    Attributes:
+        node: name of the producing node, or None.
+        node_module: dotted path of the module that created it (None: outside the model's modules).
+        node_trace: ``[(file, line), ...]`` where the node was created (run the forward pass inside
+            ``engine.record_creation_traces()`` to have it).
+        module: the first module whose backward turned finite ``grad_output`` into non-finite
+            ``grad_input``; ``module_found`` tells whether there was one.
+        kind: ``"nan"`` or ``"inf"`` of the first non-finite gradient.
+        propagated: modules whose ``grad_input`` was non-finite after the origin.
     """
 
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-        self._names = {id(module): name for name, module in model.named_modules()}
+    track_owners = True
+
+    def __init__(self, model: Any, engine: Engine | None = None) -> None:
+        super().__init__(model, engine)
         self.module: str | None = None
         self.module_found = False
         self.kind: str | None = None
-        self.parameter: str | None = None
+        self.node: str | None = None
+        self.node_module: str | None = None
+        self.node_owned = False
+        self.node_trace: list[tuple[str, int]] = []
         self.propagated: list[str] = []
-        self._open: list[str] = []
 
-    def _attach(self) -> None:
-        self._handles.append(module_hooks.register_module_full_backward_pre_hook(self._on_pre))
-        self._handles.append(module_hooks.register_module_full_backward_hook(self._on_full))
-        for name, parameter in self.model.named_parameters():
-            if parameter.requires_grad:
-                self._handles.append(parameter.register_hook(self._parameter_hook(name)))
+    def watch(self, loss: Any) -> None:
+        """Put a post-hook on every node of the graph below ``loss``."""
+        stack = [loss.grad_fn] if loss.grad_fn is not None else []
+        seen = set(stack)
+        while stack:
+            node = stack.pop()
+            self._handles.append(node.register_hook(partial(self._check_node, node)))
+            for child, _ in node.next_functions:
+                if child is not None and child not in seen and type(child).__name__ != _ACCUMULATE:
+                    seen.add(child)
+                    stack.append(child)
 
-    def _on_pre(self, module: Any, grad_output: tuple) -> None:
-        name = self._names.get(id(module))
-        if name is not None:
-            self._open.append(name)
-
-    def _on_full(self, module: Any, grad_input: tuple, grad_output: tuple) -> None:
-        name = self._names.get(id(module))
-        if name is None:
-            return
-        if name in self._open:
-            del self._open[len(self._open) - 1 - self._open[::-1].index(name)]
-        in_kind = _first_kind(grad_input)
-        if in_kind is None:
-            return
-        if not self.module_found and _first_kind(grad_output) is None:
-            self.module_found = True
-            self.module = name
-            self.kind = in_kind
-        elif self.module_found and not _contains(name, self.module):
-            self.propagated.append(name)
-
-    def _parameter_hook(self, name: str) -> Callable[[Any], None]:
-        def hook(grad: Any) -> None:
-            if self.parameter is None:
-                kind = nonfinite_kind(to_numpy(grad))
+    def _first_kind(self, grads: Any) -> str | None:
+        for grad in grads:
+            if grad is not None:
+                kind = self.engine.nonfinite_kind(grad)
                 if kind is not None:
-                    self.parameter = name
-                    if not self.module_found and self.kind is None:
-                        self.kind = kind
-        return hook
+                    return kind
+        return None
 
-    def innermost_open(self) -> str | None:
-        """The innermost module whose backward had started but not finished."""
-        return self._open[-1] if self._open else None
+    def _check_node(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> None:
+        if self.node is not None:
+            return
+        kind = self._first_kind(grad_inputs)
+        if kind is None or self._first_kind(grad_outputs) is not None:
+            return
+        self.node = node.name()
+        self.kind = self.kind or kind
+        call = self.owner.get(node)
+        self.node_owned = call is not None
+        self.node_module = call.name if call is not None else None
+        self.node_trace = self.engine.node_trace(node)
 
+    def _grad_output(self, call: ModuleCall, grad: Any) -> None:
+        if not call.output_nonfinite and self.engine.nonfinite_kind(grad) is not None:
+            call.output_nonfinite = True
 
-def node_name(tensor: Any) -> str | None:
-    """``tensor.grad_fn.name()``, looking through the identity nodes of module backward hooks."""
-    node = getattr(tensor, "grad_fn", None)
-    while node is not None and node.name() == "BackwardHookFunctionBackward":
-        following = [fn for fn, _ in node.next_functions if fn is not None]
-        node = following[0] if following else None
-    return node.name() if node is not None else None
-
-
-def _first_kind(values: tuple) -> str | None:
-    for value in values:
-        if value is not None:
-            kind = nonfinite_kind(to_numpy(value))
-            if kind is not None:
-                return kind
-    return None
+    def _grad_input(self, call: ModuleCall, grads: list) -> None:
+        kind = self._first_kind(grads)
+        if kind is None:
+            return None
+        if not self.module_found and not call.output_nonfinite:
+            self.module_found = True
+            self.module = call.name
+            self.kind = self.kind or kind
+        elif self.module_found and not _contains(call.name, self.module) and call.name not in self.propagated:
+            self.propagated.append(call.name)
+        return None
 
 
 def _contains(outer: str, inner: str | None) -> bool:

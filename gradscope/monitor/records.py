@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CHECKS = ("nonfinite", "no_grad", "dead", "vanishing", "exploding", "unchanged", "loss_not_decreasing",
-          "gradcheck")
+          "gradcheck", "loss_broadcast", "divergence")
 
 # The named checks of ``gradscope check`` and the finding kinds each one fails on, in run order.
 CHECK_FINDINGS = {
+    "loss_shapes_match": ("loss_broadcast",),
     "finite": ("nonfinite",),
     "gradients_reach_parameters": ("no_grad",),
     "no_dead_parameters": ("dead",),
@@ -29,12 +30,16 @@ class Finding:
 
     Attributes:
         check: one of :data:`CHECKS`.
-        severity: ``"error"`` or ``"warning"``.
+        severity: ``"error"``, ``"warning"`` or ``"info"`` (a note that fails nothing, e.g. a
+            gradient that is zero by construction).
         message: one sentence a person can act on.
         module: dotted module path ("" is the model itself), or None.
         parameter: dotted parameter name, or None.
         value: the measured number, or None.
         threshold: the limit it was compared with, or None.
+        source: ``file:line`` of the code the finding points at (e.g. a ``.detach()``), or None.
+        parameters: every parameter the finding covers, when it covers several (one finding per
+            module rather than one per parameter).
     """
 
     check: str
@@ -44,6 +49,8 @@ class Finding:
     parameter: str | None = None
     value: float | None = None
     threshold: float | None = None
+    source: str | None = None
+    parameters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,12 @@ class StepRecord:
         total_grad_norm: 2-norm over all parameter gradients.
         layer_norms: ``(module path, 2-norm of its own parameters' gradients)`` in model order.
         nonfinite: what was not finite in this step ("loss", "gradient", "parameter"), or None.
+        parameter_norms: ``(parameter name, 2-norm of its gradient or None)`` (``run`` only).
+        clipped_total_grad_norm: total norm after ``--clip`` (``run`` only; None without it).
+        clipped_parameter_norms: per-parameter norms after ``--clip`` (``run`` only).
+        skipped: the backward pass was not followed by an optimizer step (``run`` only: e.g. a
+            gradient scaler skipped it). ``run`` records ``loss`` None when ``backward()`` was
+            called on a tensor with more than one element.
     """
 
     step: int
@@ -120,6 +133,10 @@ class StepRecord:
     total_grad_norm: float
     layer_norms: tuple[tuple[str, float], ...]
     nonfinite: str | None = None
+    parameter_norms: tuple[tuple[str, float | None], ...] = ()
+    clipped_total_grad_norm: float | None = None
+    clipped_parameter_norms: tuple[tuple[str, float | None], ...] = ()
+    skipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,6 +166,25 @@ class NonFiniteOrigin:
 
 
 @dataclass(frozen=True)
+class Divergence:
+    """The loss jumped by orders of magnitude from one step to the next.
+
+    Attributes:
+        step: the step whose loss jumped (the update of ``step - 1`` caused it).
+        loss_before: the loss of ``step - 1``.
+        loss_after: the loss of ``step``.
+        update_ratios: ``(parameter, |Δp| / |p|)`` of the update in between, in model order.
+        zeroed_layers: layers whose gradient norm was positive before and is exactly zero now.
+    """
+
+    step: int
+    loss_before: float
+    loss_after: float
+    update_ratios: tuple[tuple[str, float], ...]
+    zeroed_layers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class WatchReport:
     """The outcome of ``watch`` (or of a replay).
 
@@ -161,6 +197,29 @@ class WatchReport:
     first_nonfinite: NonFiniteOrigin | None
     history: tuple[StepRecord, ...]
     bundle: str | None = None
+    findings: tuple[Finding, ...] = ()
+    divergence: Divergence | None = None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """The outcome of ``gradscope run SCRIPT``.
+
+    Attributes:
+        script: the script as given on the command line.
+        steps_run: number of step records.
+        status: ``"ok"``, ``"nonfinite"``, ``"interrupted"`` or ``"error"`` (the script raised).
+        first_nonfinite: where the first non-finite value started (with ``--nan``/``--inf``).
+        history: one record per step.
+        notes: facts about the run a person should know (modules not observed, skipped steps).
+    """
+
+    script: str
+    steps_run: int
+    status: str
+    first_nonfinite: NonFiniteOrigin | None
+    history: tuple[StepRecord, ...]
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,9 +256,11 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """All checks and the findings behind the failing ones."""
+    """All checks and the findings behind the failing ones (``waived``: how many findings the
+    user's waivers left out)."""
 
     model: str
     passed: bool
     checks: tuple[CheckResult, ...]
     findings: tuple[Finding, ...]
+    waived: int = 0

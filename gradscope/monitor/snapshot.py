@@ -2,11 +2,12 @@
 
 A snapshot holds everything needed to run a step again exactly: parameter and buffer values,
 the optimizer state, the batch and the random generator state (taken after ``batch(step)`` ran,
-right before the forward pass, so dropout masks repeat).
+right before the forward pass, so dropout masks repeat), for either engine.
 
 A bundle is one ``.npz`` file: arrays under ``param/<name>``, ``buffer/<name>``, ``optim/<n>``,
-``batch/<n>`` and ``rng``, plus ``meta``, a JSON document stored as a uint8 array, that describes
-the structure of the batch and the optimizer state. It loads with ``allow_pickle=False``.
+``batch/<n>``, ``rng`` (the CPU generator) and ``rng/<device>`` (other devices' generators),
+plus ``meta``, a JSON document stored as a uint8 array, that describes the structure of the
+batch and the optimizer state and names the engine. It loads with ``allow_pickle=False``.
 """
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from gradscope.engines import Engine, engine_of, get_engine
 from gradscope.errors import GradscopeError
+from gradscope.utils.files import atomic_write
 
 BUNDLE_FORMAT = "gradscope.bundle/1"
 
@@ -28,134 +31,189 @@ class BundleError(GradscopeError):
 
 @dataclass
 class Snapshot:
-    """The state before one training step (see the module docstring)."""
+    """The state before one training step (see the module docstring).
+
+    A captured snapshot holds copies of the engine's tensors, on their devices (capturing copies
+    nothing to the host); a loaded one holds numpy arrays, which :meth:`restore` copies into the
+    model's tensors. ``optimizer_state`` and ``batch`` are the live structures (tensors copied)
+    after :meth:`capture`, and ``(spec, arrays)`` pairs after :meth:`load`.
+    """
 
     step: int
-    parameters: dict[str, np.ndarray]
-    buffers: dict[str, np.ndarray]
+    parameters: dict[str, Any]
+    buffers: dict[str, Any]
     optimizer_state: Any
-    optimizer_arrays: dict[str, np.ndarray]
     batch: Any
-    batch_arrays: dict[str, np.ndarray]
-    rng_state: np.ndarray
+    rng_state: dict[str, np.ndarray]
     model: str = ""
+    engine: str = "gradscope"
+    encoded: bool = False
 
     @classmethod
-    def capture(cls, step: int, model: Any, optimizer: Any, batch_raw: Any, model_label: str = "") -> "Snapshot":
-        """Copy the current state of ``model``, ``optimizer``, the batch and the generator."""
-        import gradscope as gs
+    def capture(cls, step: int, model: Any, optimizer: Any, batch_raw: Any, model_label: str = "",
+                engine: Engine | None = None, *, named: tuple[list, list] | None = None,
+                reuse: "Snapshot | None" = None) -> "Snapshot":
+        """Copy the current state of ``model``, ``optimizer``, the batch and the generators.
 
-        optimizer_arrays: dict[str, np.ndarray] = {}
-        batch_arrays: dict[str, np.ndarray] = {}
-        return cls(
-            step=step,
-            parameters={name: np.array(p.detach().numpy()) for name, p in model.named_parameters()},
-            buffers={name: np.array(b.detach().numpy()) for name, b in model.named_buffers()},
-            optimizer_state=_encode(optimizer.state_dict(), "optim", optimizer_arrays),
-            optimizer_arrays=optimizer_arrays,
-            batch=_encode(batch_raw, "batch", batch_arrays),
-            batch_arrays=batch_arrays,
-            rng_state=np.array(gs.get_rng_state().numpy()),
-            model=model_label,
-        )
+        Args:
+            named: ``(list(model.named_parameters()), list(model.named_buffers()))``, when the
+                caller keeps them (a training loop captures every step).
+            reuse: an older snapshot of the same model, no longer needed: its parameter and
+                buffer copies are overwritten instead of allocating new ones.
+        """
+        engine = engine or engine_of(model)
+        parameters, buffers = named or (list(model.named_parameters()), list(model.named_buffers()))
+        fits = reuse is not None and not reuse.encoded and reuse.engine == engine.name \
+            and list(reuse.parameters) == [name for name, _ in parameters] \
+            and list(reuse.buffers) == [name for name, _ in buffers]
+        with engine.no_grad():
+            return cls(
+                step=step,
+                parameters=dict(zip((name for name, _ in parameters), engine.clone_all(
+                    [p for _, p in parameters], list(reuse.parameters.values()) if fits else None))),
+                buffers=dict(zip((name for name, _ in buffers), engine.clone_all(
+                    [b for _, b in buffers], list(reuse.buffers.values()) if fits else None))),
+                optimizer_state=_clone(engine, optimizer.state_dict()),
+                batch=_clone(engine, batch_raw),
+                rng_state=engine.get_rng_state(),
+                model=model_label,
+                engine=engine.name,
+            )
 
     def restore(self, model: Any, optimizer: Any | None) -> Any:
-        """Put the parameters, buffers, optimizer state and generator back; return the batch.
+        """Put the parameters, buffers, optimizer state and generators back; return the batch.
 
         Parameter gradients are reset to None.
 
         Raises:
-            BundleError: the snapshot's parameter names or shapes do not match ``model``.
+            BundleError: the snapshot's parameter names or shapes do not match ``model``, or it
+                was taken with another engine.
         """
-        import gradscope as gs
-
-        _copy_into("parameter", dict(model.named_parameters()), self.parameters)
-        _copy_into("buffer", dict(model.named_buffers()), self.buffers)
+        engine = engine_of(model)
+        if engine is None or engine.name != self.engine:
+            raise BundleError(f"the bundle was written by a {self.engine} model; this model runs on "
+                              f"{engine.name if engine is not None else 'no known engine'}")
+        _copy_into(engine, "parameter", dict(model.named_parameters()), self.parameters)
+        _copy_into(engine, "buffer", dict(model.named_buffers()), self.buffers)
         model.zero_grad(set_to_none=True)
         if optimizer is not None:
-            optimizer.load_state_dict(_decode(self.optimizer_state, self.optimizer_arrays))
-        gs.set_rng_state(gs.tensor(self.rng_state))
-        return _decode(self.batch, self.batch_arrays)
+            try:
+                optimizer.load_state_dict(self._value(engine, self.optimizer_state))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise BundleError(f"the bundle's optimizer state does not fit the model's optimizer "
+                                  f"({type(optimizer).__name__}): {exc}") from exc
+        engine.set_rng_state(self.rng_state)
+        return self._value(engine, self.batch)
+
+    def _value(self, engine: Engine, stored: Any) -> Any:
+        if self.encoded:
+            spec, arrays = stored
+            return _decode(engine, spec, arrays)
+        return _clone(engine, stored)
 
     def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
         """Write the snapshot as a replay bundle (``extra`` goes into the JSON metadata)."""
+        engine = get_engine(self.engine)
         arrays: dict[str, np.ndarray] = {}
-        arrays.update({f"param/{name}": value for name, value in self.parameters.items()})
-        arrays.update({f"buffer/{name}": value for name, value in self.buffers.items()})
-        arrays.update(self.optimizer_arrays)
-        arrays.update(self.batch_arrays)
-        arrays["rng"] = self.rng_state
-        meta = {"format": BUNDLE_FORMAT, "step": self.step, "model": self.model,
-                "optimizer_state": self.optimizer_state, "batch": self.batch, **(extra or {})}
+        arrays.update({f"param/{name}": _array(engine, value) for name, value in self.parameters.items()})
+        arrays.update({f"buffer/{name}": _array(engine, value) for name, value in self.buffers.items()})
+        if self.encoded:
+            (optimizer_spec, optimizer_arrays), (batch_spec, batch_arrays) = self.optimizer_state, self.batch
+            arrays.update(optimizer_arrays)
+            arrays.update(batch_arrays)
+        else:
+            optimizer_spec = _encode(engine, self.optimizer_state, "optim", arrays)
+            batch_spec = _encode(engine, self.batch, "batch", arrays)
+        arrays["rng"] = self.rng_state["cpu"]
+        arrays.update({f"rng/{device}": value for device, value in self.rng_state.items() if device != "cpu"})
+        meta = {"format": BUNDLE_FORMAT, "step": self.step, "model": self.model, "engine": self.engine,
+                "optimizer_state": optimizer_spec, "batch": batch_spec, **(extra or {})}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
         try:
-            with open(path, "wb") as file:
-                np.savez_compressed(file, **arrays)
+            atomic_write(path, lambda file: np.savez_compressed(file, **arrays))
         except OSError as exc:
-            raise BundleError(f"cannot write the replay bundle {path}: {exc}") from exc
+            raise BundleError(f"cannot write the replay bundle {path}: {exc.strerror or exc}") from exc
 
     @classmethod
     def load(cls, path: str | Path) -> tuple["Snapshot", dict[str, Any]]:
-        """Read a bundle written by :meth:`save`; returns the snapshot and the metadata."""
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-        except FileNotFoundError as exc:
-            raise BundleError(f"{path}: replay bundle not found") from exc
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"{path}: not a gradscope replay bundle ({exc})") from exc
-        try:
-            meta = json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
-        except (KeyError, ValueError) as exc:
-            raise BundleError(f"{path}: not a gradscope replay bundle (no metadata)") from exc
-        if meta.get("format") != BUNDLE_FORMAT:
-            raise BundleError(f"{path}: unsupported bundle format {meta.get('format')!r}; "
-                              f"expected {BUNDLE_FORMAT}")
+        """Read a bundle written by :meth:`save`; returns the snapshot and the metadata.
+
+        Raises:
+            BundleError: the file is missing or malformed (checked by :mod:`.bundle_format`).
+        """
+        from gradscope.monitor.bundle_format import read_bundle
+
+        arrays, meta = read_bundle(path)
+        rng_state = {"cpu": arrays["rng"]}
+        rng_state.update({key[4:]: value for key, value in arrays.items() if key.startswith("rng/")})
         snapshot = cls(
             step=int(meta["step"]),
             parameters={key[6:]: value for key, value in arrays.items() if key.startswith("param/")},
             buffers={key[7:]: value for key, value in arrays.items() if key.startswith("buffer/")},
-            optimizer_state=meta["optimizer_state"],
-            optimizer_arrays={key: value for key, value in arrays.items() if key.startswith("optim/")},
-            batch=meta["batch"],
-            batch_arrays={key: value for key, value in arrays.items() if key.startswith("batch/")},
-            rng_state=arrays["rng"],
+            optimizer_state=(meta["optimizer_state"],
+                             {key: value for key, value in arrays.items() if key.startswith("optim/")}),
+            batch=(meta["batch"], {key: value for key, value in arrays.items() if key.startswith("batch/")}),
+            rng_state=rng_state,
             model=meta.get("model", ""),
+            engine=meta.get("engine", "gradscope"),
+            encoded=True,
         )
         return snapshot, meta
 
 
-def _copy_into(kind: str, targets: dict[str, Any], values: dict[str, np.ndarray]) -> None:
-    import gradscope as gs
-
+def _copy_into(engine: Engine, kind: str, targets: dict[str, Any], values: dict[str, Any]) -> None:
     if set(targets) != set(values):
         missing = sorted(set(values) - set(targets))
         unexpected = sorted(set(targets) - set(values))
         raise BundleError(f"the bundle does not match the model: {kind}s only in the bundle: "
                           f"{missing or 'none'}; only in the model: {unexpected or 'none'}")
-    with gs.no_grad():
-        for name, tensor in targets.items():
-            value = values[name]
-            if tuple(tensor.shape) != value.shape:
-                raise BundleError(f"the bundle does not match the model: {kind} {name} has shape "
-                                  f"{value.shape} in the bundle and {tuple(tensor.shape)} in the model")
-            tensor.copy_(gs.tensor(value))
+    for name, tensor in targets.items():
+        value = values[name]
+        if tuple(tensor.shape) != tuple(value.shape):
+            raise BundleError(f"the bundle does not match the model: {kind} {name} has shape "
+                              f"{tuple(value.shape)} in the bundle and {tuple(tensor.shape)} in the model")
+        engine.copy_into(tensor, value)
 
 
-def _encode(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
-    """A JSON description of ``value``; tensors and arrays go into ``arrays`` (copied)."""
-    if hasattr(value, "detach") and hasattr(value, "shape"):
-        key = f"{prefix}/{len(arrays)}"
-        arrays[key] = np.array(value.detach().numpy())
-        return {"tensor": key, "requires_grad": bool(value.requires_grad)}
+def _array(engine: Engine, value: Any) -> np.ndarray:
+    return value if isinstance(value, np.ndarray) else np.array(engine.to_numpy(value))
+
+
+def _clone(engine: Engine, value: Any) -> Any:
+    """``value`` with every tensor replaced by a detached copy (``requires_grad`` kept)."""
+    if engine.is_tensor(value):
+        copy = engine.clone(value)
+        return copy.requires_grad_() if value.requires_grad else copy
+    if isinstance(value, tuple):
+        return tuple(_clone(engine, item) for item in value)
+    if isinstance(value, list):
+        return [_clone(engine, item) for item in value]
+    if isinstance(value, dict):
+        return {key: _clone(engine, item) for key, item in value.items()}
     if isinstance(value, np.ndarray):
-        key = f"{prefix}/{len(arrays)}"
+        return np.array(value)
+    return value
+
+
+def _encode(engine: Engine, value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
+    """A JSON description of ``value``; tensors and arrays go into ``arrays`` (copied)."""
+    if engine.is_tensor(value):
+        key = _next_key(prefix, arrays)
+        arrays[key] = np.array(engine.to_numpy(value))
+        spec = {"tensor": key, "requires_grad": bool(value.requires_grad), "dtype": engine.dtype_name(value)}
+        device = engine.describe_device(value)
+        if device is not None:
+            spec["device"] = device
+        return spec
+    if isinstance(value, np.ndarray):
+        key = _next_key(prefix, arrays)
         arrays[key] = np.array(value)
         return {"array": key}
     if isinstance(value, (tuple, list)):
-        return {"tuple" if isinstance(value, tuple) else "list": [_encode(item, prefix, arrays) for item in value]}
+        return {"tuple" if isinstance(value, tuple) else "list": [_encode(engine, item, prefix, arrays)
+                                                                   for item in value]}
     if isinstance(value, dict):
-        return {"dict": [[_encode(key, prefix, arrays), _encode(item, prefix, arrays)]
+        return {"dict": [[_encode(engine, key, prefix, arrays), _encode(engine, item, prefix, arrays)]
                          for key, item in value.items()]}
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"value": value}
@@ -163,18 +221,21 @@ def _encode(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
                       "(only tensors, arrays, numbers, strings, tuples, lists and dicts)")
 
 
-def _decode(spec: Any, arrays: dict[str, np.ndarray]) -> Any:
-    import gradscope as gs
+def _next_key(prefix: str, arrays: dict[str, np.ndarray]) -> str:
+    """The next free member name under ``prefix`` (``batch/0``, ``batch/1``, ...)."""
+    return f"{prefix}/{sum(1 for key in arrays if key.startswith(prefix + '/'))}"
 
+
+def _decode(engine: Engine, spec: Any, arrays: dict[str, np.ndarray]) -> Any:
     if "tensor" in spec:
-        tensor = gs.tensor(arrays[spec["tensor"]])
+        tensor = engine.from_numpy(arrays[spec["tensor"]], device=spec.get("device"), dtype=spec.get("dtype"))
         return tensor.requires_grad_() if spec["requires_grad"] else tensor
     if "array" in spec:
         return np.array(arrays[spec["array"]])
     if "tuple" in spec:
-        return tuple(_decode(item, arrays) for item in spec["tuple"])
+        return tuple(_decode(engine, item, arrays) for item in spec["tuple"])
     if "list" in spec:
-        return [_decode(item, arrays) for item in spec["list"]]
+        return [_decode(engine, item, arrays) for item in spec["list"]]
     if "dict" in spec:
-        return {_decode(key, arrays): _decode(item, arrays) for key, item in spec["dict"]}
+        return {_decode(engine, key, arrays): _decode(engine, item, arrays) for key, item in spec["dict"]}
     return spec["value"]

@@ -1,6 +1,7 @@
 """Numbers from tensors: norms, per-parameter gradient statistics, non-finite counts.
 
-Everything reads tensors through ``t.detach().numpy()``, the public API PyTorch shares.
+Tensors reach numpy through the engine adapter (``engine.to_numpy``); the functions on arrays
+here are the same for every engine.
 """
 from __future__ import annotations
 
@@ -9,28 +10,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from gradscope.engines import Engine, squared_norm, squared_norms_of_arrays
 from gradscope.monitor.records import ParameterRecord
 
+__all__ = ["array_statistics", "module_of", "nonfinite_count", "nonfinite_kind", "parameter_record",
+           "parameter_records", "parameter_records_of", "squared_norm", "total_norm"]
+
 _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Bilinear")
-
-
-def to_numpy(tensor: Any) -> np.ndarray:
-    """The tensor's values as a numpy array (no copy when possible)."""
-    return tensor.detach().numpy()
-
-
-def squared_norm(array: np.ndarray) -> float:
-    """Sum of squares, in float64 when float32 would overflow; NaN/Inf when the array holds them."""
-    flat = array.reshape(-1)
-    if flat.size == 0:
-        return 0.0
-    if flat.dtype.kind != "f":
-        flat = flat.astype(np.float64)
-    value = float(np.dot(flat, flat))
-    if not math.isfinite(value) and np.isfinite(flat).all():
-        flat64 = flat.astype(np.float64)
-        value = float(np.dot(flat64, flat64))
-    return value
 
 
 def nonfinite_count(array: np.ndarray) -> int:
@@ -51,89 +37,69 @@ def nonfinite_kind(array: np.ndarray) -> str | None:
     return None
 
 
-def tensors_in(value: Any) -> Iterable[Any]:
-    """The tensors in a value, looking one level into tuples, lists and dict values."""
-    if hasattr(value, "detach") and hasattr(value, "shape"):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            if hasattr(item, "detach") and hasattr(item, "shape"):
-                yield item
-    elif isinstance(value, dict):
-        for item in value.values():
-            if hasattr(item, "detach") and hasattr(item, "shape"):
-                yield item
-
-
-def norm_of(tensors: Iterable[Any]) -> tuple[float | None, int]:
-    """2-norm over several tensors (None entries skipped) and their non-finite count.
-
-    Returns ``(None, 0)`` when there is no tensor at all.
-    """
-    total = 0.0
-    bad = 0
-    seen = False
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        seen = True
-        array = to_numpy(tensor)
-        squared = squared_norm(array)
-        total += squared
-        if not math.isfinite(squared):
-            bad += nonfinite_count(array)
-    if not seen:
-        return None, 0
-    return math.sqrt(total) if not math.isnan(total) else math.nan, bad
-
-
 def module_of(parameter_name: str) -> str:
     """``"body.0.weight"`` -> ``"body.0"``; a parameter of the model itself -> ``""``."""
     return parameter_name.rpartition(".")[0]
 
 
-def parameter_record(name: str, module_type: str, parameter: Any) -> ParameterRecord:
-    """Gradient statistics of one parameter (after backward)."""
-    values = to_numpy(parameter)
-    param_norm = math.sqrt(squared_norm(values))
-    shape = tuple(int(size) for size in values.shape)
-    grad = parameter.grad
-    if grad is None:
-        return ParameterRecord(name=name, module=module_of(name), module_type=module_type, shape=shape,
-                               has_grad=False, grad_norm=None, grad_mean=None, grad_std=None, grad_abs_max=None,
-                               nonfinite=0, zero_fraction=None, dead_unit_fraction=None, param_norm=param_norm,
-                               grad_to_param=None)
-    array = to_numpy(grad)
-    squared = squared_norm(array)
-    grad_norm = math.sqrt(squared)
-    bad = nonfinite_count(array) if not math.isfinite(grad_norm) else 0
-    grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
-    dead = None
-    if array.size:
-        # Single passes over the float32 data (no float64 copy): sum, max, min, count_nonzero.
-        grad_mean = float(array.sum(dtype=np.float64)) / array.size
-        grad_std = math.sqrt(max(squared / array.size - grad_mean * grad_mean, 0.0)) if math.isfinite(squared) \
-            else math.nan
-        grad_abs_max = max(float(array.max()), -float(array.min()))
-        zeros = array.size - np.count_nonzero(array)
-        zero_fraction = zeros / array.size
-        if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
-            dead = 0.0
-            if zeros:
-                per_unit = np.count_nonzero(array.reshape(array.shape[0], -1), axis=1)
-                dead = float(np.mean(per_unit == 0))
-    ratio = grad_norm / param_norm if param_norm > 0 else None
-    return ParameterRecord(name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=True,
-                           grad_norm=grad_norm, grad_mean=grad_mean, grad_std=grad_std, grad_abs_max=grad_abs_max,
-                           nonfinite=bad, zero_fraction=float(zero_fraction), dead_unit_fraction=dead,
-                           param_norm=param_norm, grad_to_param=ratio)
+def array_statistics(array: np.ndarray) -> tuple[float, float, float, float, int]:
+    """``(sum, sum of squares, max, min, non-zero count)`` of a non-empty float array, in single
+    passes over its data (no float64 copy)."""
+    return (float(array.sum(dtype=np.float64)), squared_norm(array), float(array.max()), float(array.min()),
+            int(np.count_nonzero(array)))
 
 
-def parameter_records(model: Any) -> tuple[ParameterRecord, ...]:
+def parameter_record(name: str, module_type: str, values: np.ndarray, array: np.ndarray | None) -> ParameterRecord:
+    """Gradient statistics of one parameter from its values and its gradient (None: no gradient)."""
+    return parameter_records_of([(name, module_type, values, array)])[0]
+
+
+def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | None]]
+                         ) -> tuple[ParameterRecord, ...]:
+    """Gradient statistics of parameters given as ``(name, module type, values, grad or None)``."""
+    param_squares = squared_norms_of_arrays([values for _, _, values, _ in entries])
+    records = []
+    for (name, module_type, values, array), param_square in zip(entries, param_squares):
+        param_norm = math.sqrt(param_square)
+        shape = tuple(int(size) for size in values.shape)
+        if array is None:
+            records.append(ParameterRecord(
+                name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=False,
+                grad_norm=None, grad_mean=None, grad_std=None, grad_abs_max=None, nonfinite=0, zero_fraction=None,
+                dead_unit_fraction=None, param_norm=param_norm, grad_to_param=None))
+            continue
+        squared = grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
+        dead = None
+        if array.size:
+            total, squared, largest, smallest, nonzero = array_statistics(array)
+            grad_mean = total / array.size
+            grad_std = math.sqrt(max(squared / array.size - grad_mean * grad_mean, 0.0)) if math.isfinite(squared) \
+                else math.nan
+            grad_abs_max = max(largest, -smallest)
+            zeros = array.size - nonzero
+            zero_fraction = zeros / array.size
+            if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
+                dead = 0.0
+                if zeros:
+                    per_unit = np.count_nonzero(array.reshape(array.shape[0], -1), axis=1)
+                    dead = float(np.mean(per_unit == 0))
+        grad_norm = math.sqrt(squared)
+        bad = nonfinite_count(array) if not math.isfinite(grad_norm) else 0
+        records.append(ParameterRecord(
+            name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=True,
+            grad_norm=grad_norm, grad_mean=grad_mean, grad_std=grad_std, grad_abs_max=grad_abs_max, nonfinite=bad,
+            zero_fraction=float(zero_fraction), dead_unit_fraction=dead, param_norm=param_norm,
+            grad_to_param=grad_norm / param_norm if param_norm > 0 else None))
+    return tuple(records)
+
+
+def parameter_records(model: Any, engine: Engine) -> tuple[ParameterRecord, ...]:
     """Statistics of every parameter of ``model`` that requires grad, in ``named_parameters`` order."""
     types = {name: type(module).__name__ for name, module in model.named_modules()}
-    return tuple(parameter_record(name, types.get(module_of(name), ""), parameter)
-                 for name, parameter in model.named_parameters() if parameter.requires_grad)
+    to_numpy = engine.to_numpy
+    return parameter_records_of([(name, types.get(module_of(name), ""), to_numpy(parameter),
+                                  None if parameter.grad is None else to_numpy(parameter.grad))
+                                 for name, parameter in model.named_parameters() if parameter.requires_grad])
 
 
 def total_norm(records: Iterable[ParameterRecord]) -> float:

@@ -3,7 +3,7 @@
 Each step computes what training needs anyway plus one squared norm per parameter gradient; a
 NaN or Inf anywhere makes that norm non-finite. Only then is the step run again from its
 snapshot with full instrumentation (:func:`localize`), first the forward pass, then the backward
-pass under anomaly mode.
+pass with every autograd node checked.
 """
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+from gradscope.engines import Engine
 from gradscope.loading import Batch, Workload
+from gradscope.monitor.analysis import Waiver, apply_waivers, divergence_finding
+from gradscope.monitor.diagnose import DivergenceTracker
 from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFiniteTracer
-from gradscope.monitor.records import NonFiniteOrigin, StepRecord, WatchReport
+from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
-from gradscope.monitor.stats import module_of, nonfinite_kind, squared_norm, tensors_in, to_numpy
+from gradscope.monitor.stats import module_of
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class WatchOptions:
         inf: the same for Inf.
         clip: clip the total gradient norm to this value before each update (None: no clipping).
         bundle: where to write the replay bundle of the failing step (None: no bundle).
+        waivers: findings the user accepts (``--ignore``).
     """
 
     steps: int = 10
@@ -39,10 +43,20 @@ class WatchOptions:
     inf: bool = False
     clip: float | None = None
     bundle: str | None = None
+    waivers: tuple[Waiver, ...] = ()
+
+
+# ``progress(stage, done, total)``: called while a long silent operation (the re-run that
+# localises a non-finite value) advances.
+Progress = Callable[[str, int, int], None]
 
 
 class Watcher:
     """Train a workload step by step; iterate :meth:`steps` and then read :meth:`report`.
+
+    Each step transfers one small vector to the host: the loss and the squared norm of every
+    parameter gradient (and, with ``--nan``/``--inf``, of every parameter, which shows a value
+    that the previous update made non-finite).
 
     Example::
 
@@ -52,14 +66,18 @@ class Watcher:
         report = watcher.report()
     """
 
-    def __init__(self, workload: Workload, options: WatchOptions) -> None:
+    def __init__(self, workload: Workload, options: WatchOptions, progress: Progress | None = None) -> None:
         self.workload = workload
         self.options = options
+        self.progress = progress
+        self.divergence = DivergenceTracker(workload.engine)
         self.history: list[StepRecord] = []
         self.origin: NonFiniteOrigin | None = None
         self.bundle: str | None = None
         self.saw_nonfinite = False
         self.optimizer: Any = None
+        self.update_made_nonfinite = False
+        self.failing_snapshot: Snapshot | None = None
 
     @property
     def stops_on_nonfinite(self) -> bool:
@@ -70,27 +88,41 @@ class Watcher:
         """Run the training steps, yielding one record per finished step.
 
         Stops early after the step where a watched non-finite value appeared (that step's record
-        is the last one yielded, and :attr:`origin` tells where it started).
+        is the last one yielded, and :attr:`origin` tells where it started). A parameter that an
+        update made non-finite is seen before the next step's forward pass; the origin is then
+        the step whose update did it.
         """
         model = self.workload.model
+        engine = self.workload.engine
         self.optimizer = self.workload.make_optimizer(self.options.lr)
         parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        named = (list(model.named_parameters()), list(model.named_buffers()))
+        previous = spare = None
         for step in range(self.options.steps):
             batch = self.workload.batch(step)
             snapshot = None
             if self.stops_on_nonfinite:
-                snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label)
-            record, stop = self._train_step(step, batch, parameters)
+                snapshot = Snapshot.capture(step, model, self.optimizer, batch.raw, self.workload.label, engine,
+                                            named=named, reuse=spare)
+            self.divergence.start(parameters, snapshot.parameters if snapshot is not None else None)
+            last = step == self.options.steps - 1
+            record, stop = self._train_step(step, batch, parameters, check_update=last)
+            self.divergence.finish(record)
             self.history.append(record)
             if record.nonfinite is not None:
                 self.saw_nonfinite = True
             if stop and snapshot is not None:
-                self.origin = localize(self.workload, snapshot, self.optimizer, clip=self.options.clip)
+                before_forward = record.nonfinite == "parameter" and not self.update_made_nonfinite
+                failing = previous if before_forward and previous is not None else snapshot
+                self.failing_snapshot = failing
+                self.origin = localize(self.workload, failing, self.optimizer, clip=self.options.clip,
+                                       progress=self.progress)
                 if self.options.bundle is not None:
-                    snapshot.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
+                    failing.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
                     self.bundle = self.options.bundle
                 yield record
                 return
+            spare, previous = previous, snapshot
             yield record
 
     def report(self, interrupted: bool = False) -> WatchReport:
@@ -101,46 +133,66 @@ class Watcher:
             status = "nonfinite"
         else:
             status = "ok"
+        divergence = self.divergence.divergence
+        findings: list[Finding] = []
+        if divergence is not None:
+            findings.append(divergence_finding(divergence.step, divergence.loss_before, divergence.loss_after,
+                                               divergence.update_ratios, divergence.zeroed_layers))
+        kept, _ = apply_waivers(findings, self.options.waivers)
         return WatchReport(model=self.workload.label, steps_run=len(self.history), status=status,
-                           first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle)
+                           first_nonfinite=self.origin, history=tuple(self.history), bundle=self.bundle,
+                           findings=kept, divergence=divergence if kept else None)
 
-    def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]]) -> tuple[StepRecord, bool]:
-        """One training step with cheap detection; returns the record and whether to stop."""
+    def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]],
+                    check_update: bool = False) -> tuple[StepRecord, bool]:
+        """One training step with cheap detection; returns the record and whether to stop.
+
+        With ``check_update`` (the last step, or a replayed one) the parameters are checked once
+        more after the update (a second transfer), since no next step will see them.
+        """
+        engine = self.workload.engine
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.workload.loss(batch)
-        loss_value = float(loss.item())
         self.workload.backward(loss)
-        squares = [(name, squared_norm(to_numpy(p.grad)) if p.grad is not None else None) for name, p in parameters]
-        total = sum(value for _, value in squares if value is not None)
+        watched = [p.grad for _, p in parameters]
+        if self.stops_on_nonfinite:
+            watched += [p for _, p in parameters]
+        loss_value, squares = engine.loss_and_squared_norms(loss, watched)
+        grad_squares = squares[:len(parameters)]
+        total = sum(value for value in grad_squares if value is not None)
         layer_squares: dict[str, float] = {}
-        for name, value in squares:
+        for (name, _), value in zip(parameters, grad_squares):
             if value is not None:
                 module = module_of(name)
                 layer_squares[module] = layer_squares.get(module, 0.0) + value
         kinds: list[str] = []
         where = None
+        for (_, p), value in zip(parameters, squares[len(parameters):]):
+            if not math.isfinite(value):
+                kinds.append(engine.nonfinite_kind(p) or "inf")
+                where = "parameter"
+                break
         if not math.isfinite(loss_value):
             kinds.append("nan" if math.isnan(loss_value) else "inf")
-            where = "loss"
+            where = where or "loss"
         if not math.isfinite(total):
-            for (name, value), (_, p) in zip(squares, parameters):
+            for (_, p), value in zip(parameters, grad_squares):
                 if value is not None and not math.isfinite(value):
-                    kind = nonfinite_kind(to_numpy(p.grad))
+                    kind = engine.nonfinite_kind(p.grad)
                     if kind is not None:
                         kinds.append(kind)
                         where = where or "gradient"
         if self.options.clip is not None:
-            from gradscope.nn.utils import clip_grad_norm_
-
-            clip_grad_norm_([p for _, p in parameters], self.options.clip)
+            engine.clip_grad_norm_([p for _, p in parameters], self.options.clip)
         if not self._should_stop(kinds):
             self.optimizer.step()
-            if self.stops_on_nonfinite and where is None:
-                for _, p in parameters:
-                    kind = nonfinite_kind(to_numpy(p)) if not math.isfinite(squared_norm(to_numpy(p))) else None
-                    if kind is not None:
-                        kinds.append(kind)
+            if check_update and self.stops_on_nonfinite and where is None:
+                after = engine.squared_norms([p for _, p in parameters])
+                for (_, p), value in zip(parameters, after):
+                    if not math.isfinite(value):
+                        kinds.append(engine.nonfinite_kind(p) or "inf")
                         where = "parameter"
+                        self.update_made_nonfinite = True
                         break
         record = StepRecord(step=step, loss=loss_value, total_grad_norm=_sqrt(total),
                             layer_norms=tuple((name, _sqrt(value)) for name, value in layer_squares.items()),
@@ -152,32 +204,40 @@ class Watcher:
 
 
 def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
-             clip: float | None = None) -> NonFiniteOrigin | None:
+             clip: float | None = None, progress: Progress | None = None) -> NonFiniteOrigin | None:
     """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started.
 
     1. Forward pass with global forward hooks (and line tracing of the model file): the first module
        whose inputs are finite but whose output is not, and the line that produced it.
-    2. If the forward pass is finite: backward pass with global full backward hooks, parameter
-       tensor hooks and anomaly mode (``check_inf=True``): the first module whose ``grad_output``
-       is finite but ``grad_input`` is not, and the autograd node that produced it.
+    2. If the forward pass is finite: backward pass with a post-hook on every autograd node that
+       checks NaN and Inf: the first node whose incoming gradients are finite but whose outgoing
+       ones are not, the module call that created it, and the line (recorded in forward).
     3. If the gradients are finite too: the optimizer step made a parameter non-finite.
 
     The model and optimizer are left in the snapshot's state with gradients reset.
     """
-    from gradscope import autograd
-
+    report = progress or (lambda stage, done, total: None)
     model = workload.model
+    engine = workload.engine
     step = snapshot.step
     batch = _as_batch(snapshot.restore(model, optimizer))
 
-    data_kind = _first_nonfinite(batch.inputs)
+    data_kind = _first_nonfinite(engine, batch.inputs)
     if data_kind is not None:
         origin = NonFiniteOrigin(step=step, phase="forward", module=None, node="input data", source=None,
-                                 kind=data_kind, detail=f"batch({step}) returned inputs that already hold {data_kind}")
+                                 kind=data_kind, detail=f"batch({step}) returned inputs containing {data_kind}")
+        snapshot.restore(model, optimizer)
+        return origin
+    target_kind = _first_nonfinite(engine, (batch.targets,))
+    if target_kind is not None:
+        origin = NonFiniteOrigin(step=step, phase="forward", module=None, node="target data", source=None,
+                                 kind=target_kind,
+                                 detail=f"batch({step}) returned targets containing {target_kind}")
         snapshot.restore(model, optimizer)
         return origin
 
-    forward = ForwardNonFiniteTracer(model, workload.path)
+    report(f"locating the non-finite value of step {step}: forward pass", 0, 2)
+    forward = ForwardNonFiniteTracer(model, workload.path, engine)
     with forward:
         loss = workload.loss(_tracking_inputs(batch))
     loss_value = float(loss.item())
@@ -187,35 +247,29 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         return origin
 
     batch = _as_batch(snapshot.restore(model, optimizer))
-    backward = BackwardNonFiniteTracer(model)
+    report(f"locating the non-finite value of step {step}: backward pass", 1, 2)
+    backward = BackwardNonFiniteTracer(model, engine)
     with backward:
-        loss = workload.loss(batch)
+        with engine.record_creation_traces():
+            loss = workload.loss(batch)
+        backward.watch(loss)
         workload.backward(loss)
-    batch = _as_batch(snapshot.restore(model, optimizer))
-    node = source = anomaly_module = None
-    kind = backward.kind
-    anomaly = BackwardNonFiniteTracer(model)
-    with anomaly, autograd.detect_anomaly(check_nan=True, check_inf=True):
-        loss = workload.loss(batch)
-        try:
-            loss.backward()
-        except RuntimeError as error:
-            node = getattr(error, "node_name", None)
-            source = _source_from_trace(workload, getattr(error, "trace", None))
-            kind = getattr(error, "kind", None) or kind
-            anomaly_module = anomaly.innermost_open()
-    if node is not None or backward.module_found or backward.parameter is not None:
-        module = anomaly_module if node is not None else backward.module
-        if module is None and backward.parameter is not None:
-            module = module_of(backward.parameter)
+    parameter = _first_nonfinite_gradient(workload)
+    if backward.node is not None or backward.module_found or parameter is not None:
+        kind = backward.kind or (engine.nonfinite_kind(dict(model.named_parameters())[parameter].grad)
+                                 if parameter is not None else None) or "nan"
+        module = backward.node_module if backward.node is not None else backward.module
+        if module is None and backward.node is None and parameter is not None:
+            module = module_of(parameter)
         detail = f"the backward pass of {_module_words(module)} produced the first {kind}"
-        if node is not None:
-            detail += f" in {node}"
+        if backward.node is not None:
+            detail += f" in {backward.node}"
         if backward.propagated:
             detail += "; the modules listed after it only passed it on"
+        source = _source_from_trace(workload, backward.node_trace)
         snapshot.restore(model, optimizer)
-        return NonFiniteOrigin(step=step, phase="backward", module=module, node=node, source=source,
-                               kind=kind or "nan", propagated=tuple(backward.propagated), detail=detail)
+        return NonFiniteOrigin(step=step, phase="backward", module=module, node=backward.node, source=source,
+                               kind=kind, propagated=tuple(backward.propagated), detail=detail)
 
     batch = _as_batch(snapshot.restore(model, optimizer))
     origin = _update_origin(workload, optimizer, batch, step, clip)
@@ -236,7 +290,7 @@ def replay(workload: Workload, bundle: str | Path) -> WatchReport:
     watcher.optimizer = optimizer
     parameters = [(name, p) for name, p in workload.model.named_parameters() if p.requires_grad]
     batch = _as_batch(snapshot.restore(workload.model, optimizer))
-    record, _ = watcher._train_step(snapshot.step, batch, parameters)
+    record, _ = watcher._train_step(snapshot.step, batch, parameters, check_update=True)
     origin = None
     if record.nonfinite is not None:
         origin = localize(workload, snapshot, optimizer, clip=options.clip)
@@ -267,12 +321,10 @@ def _update_origin(workload: Workload, optimizer: Any, batch: Batch, step: int,
     model = workload.model
     workload.backward(workload.loss(batch))
     if clip is not None:
-        from gradscope.nn.utils import clip_grad_norm_
-
-        clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip)
+        workload.engine.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip)
     optimizer.step()
     for name, p in model.named_parameters():
-        kind = nonfinite_kind(to_numpy(p))
+        kind = workload.engine.nonfinite_kind(p)
         if kind is not None:
             return NonFiniteOrigin(step=step, phase="update", module=module_of(name),
                                    node=f"{type(optimizer).__name__}.step", source=None, kind=kind,
@@ -300,24 +352,34 @@ def _tracking_inputs(batch: Batch) -> Batch:
     return Batch(inputs=inputs, targets=batch.targets, raw=raw)
 
 
-def _first_nonfinite(values: tuple) -> str | None:
-    for value in values:
-        for tensor in tensors_in(value):
-            kind = nonfinite_kind(to_numpy(tensor))
+def _first_nonfinite(engine: Engine, values: tuple) -> str | None:
+    for tensor in engine.tensors_in(values):
+        if tensor.is_floating_point():
+            kind = engine.nonfinite_kind(tensor)
             if kind is not None:
                 return kind
     return None
 
 
-def _source_from_trace(workload: Workload, trace: Any) -> str | None:
+def _first_nonfinite_gradient(workload: Workload) -> str | None:
+    """The first parameter whose gradient holds NaN/Inf, or None."""
+    parameters = [(name, p) for name, p in workload.model.named_parameters() if p.grad is not None]
+    squares = workload.engine.squared_norms([p.grad for _, p in parameters])
+    for (name, _), square in zip(parameters, squares):
+        if not math.isfinite(square):
+            return name
+    return None
+
+
+def _source_from_trace(workload: Workload, trace: list[tuple[str, int]]) -> str | None:
+    """The innermost frame of the model file in a node's creation stack (else the innermost frame)."""
     if not trace:
         return None
-    frames = list(trace)
     if workload.path is not None:
-        in_file = [frame for frame in frames if Path(frame.filename) == workload.path]
+        in_file = [frame for frame in trace if Path(frame[0]) == workload.path]
         if in_file:
-            return _relative_source((in_file[-1].filename, in_file[-1].lineno))
-    return _relative_source((frames[-1].filename, frames[-1].lineno))
+            return _relative_source(in_file[-1])
+    return _relative_source(trace[-1])
 
 
 def _relative_source(source: tuple[str, int]) -> str:

@@ -1,6 +1,6 @@
 """Neural-network building blocks with PyTorch's API: modules, layers, losses, hooks.
 
-``functional``, ``init`` and ``utils`` are imported on first use.
+``functional``, ``init`` and ``utils`` are imported on first use; ``parallel`` holds ``DataParallel``.
 """
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from gradscope.nn.modules.module import (Module, register_module_backward_hook, 
                                          register_module_parameter_registration_hook)
 from gradscope.nn.parameter import Buffer, Parameter  # noqa: F401
 from gradscope.nn import modules  # noqa: F401
+from gradscope.nn.parallel import DataParallel  # noqa: F401
 
-_LAZY = ("functional", "init", "utils")
+_LAZY = ("functional", "init", "utils", "parallel")
 
 
 def __getattr__(name: str) -> Any:

@@ -26,42 +26,49 @@ __all__ = [
     "softsign", "tanhshrink", "threshold", "glu", "prelu", "softmax", "log_softmax", "softmin", "cosine_similarity",
     "pairwise_distance", "scaled_dot_product_attention", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
     "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "dropout3d", "alpha_dropout", "feature_alpha_dropout", "instance_norm", "rms_norm", "local_response_norm",
+    "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle",
+    "channel_shuffle", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices", "max_pool1d_with_indices", "max_pool2d_with_indices", "hardshrink",
+    "softshrink", "rrelu", "rrelu_", "celu_", "selu_", "threshold_", "gumbel_softmax", "margin_ranking_loss",
+    "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss",
+    "triplet_margin_loss", "triplet_margin_with_distance_loss", "gaussian_nll_loss", "poisson_nll_loss",
 ]
 
 
 # ---------------------------------------------------------------- linear
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``. A 2-D input gives PyTorch's ``AddmmBackward0``/``MmBackward0`` node."""
-    if input.data.ndim == 2:
-        if weight.data.ndim != 2:
+    if input._data.ndim == 2:
+        if weight._data.ndim != 2:
             return arith.matmul(input, shape.t(weight))
         transposed = nn_ops.weight_t(weight)
         if bias is None:
             return arith.matmul(input, transposed)
         return nn_ops.addmm(bias, input, transposed)
-    if input.data.ndim == 1:
+    if input._data.ndim == 1:
         out = arith.matmul(input, shape.t(weight))
         return out if bias is None else arith.add(out, bias)
-    lead = input.data.shape[:-1]
-    flat = shape.reshape(input, (-1, input.data.shape[-1]))
-    return shape.reshape(linear(flat, weight, bias), lead + (weight.data.shape[0],))
+    lead = input._data.shape[:-1]
+    flat = shape.reshape(input, (-1, input._data.shape[-1]))
+    return shape.reshape(linear(flat, weight, bias), lead + (weight._data.shape[0],))
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``out[..., o] = input1 @ weight[o] @ input2 + bias[o]``."""
-    if input1.data.shape[:-1] != input2.data.shape[:-1]:
+    if input1._data.shape[:-1] != input2._data.shape[:-1]:
         raise RuntimeError("bilinear(): input batch dimensions do not match: got "
-                           f"{list(input1.data.shape[:-1])} and {list(input2.data.shape[:-1])}")
-    if weight.data.ndim != 3 or weight.data.shape[1] != input1.data.shape[-1] \
-            or weight.data.shape[2] != input2.data.shape[-1]:
-        raise RuntimeError(f"bilinear(): weight size {list(weight.data.shape)} does not match the input "
-                           f"sizes {input1.data.shape[-1]} and {input2.data.shape[-1]}")
-    lead = input1.data.shape[:-1]
-    x1 = input1 if input1.data.ndim == 2 else shape.reshape(input1, (-1, input1.data.shape[-1]))
-    x2 = input2 if input2.data.ndim == 2 else shape.reshape(input2, (-1, input2.data.shape[-1]))
+                           f"{list(input1._data.shape[:-1])} and {list(input2._data.shape[:-1])}")
+    if weight._data.ndim != 3 or weight._data.shape[1] != input1._data.shape[-1] \
+            or weight._data.shape[2] != input2._data.shape[-1]:
+        raise RuntimeError(f"bilinear(): weight size {list(weight._data.shape)} does not match the input "
+                           f"sizes {input1._data.shape[-1]} and {input2._data.shape[-1]}")
+    lead = input1._data.shape[:-1]
+    x1 = input1 if input1._data.ndim == 2 else shape.reshape(input1, (-1, input1._data.shape[-1]))
+    x2 = input2 if input2._data.ndim == 2 else shape.reshape(input2, (-1, input2._data.shape[-1]))
     out = nn_ops.bilinear_product(x1, x2, weight)
-    if input1.data.ndim != 2:
-        out = shape.reshape(out, lead + (weight.data.shape[0],))
+    if input1._data.ndim != 2:
+        out = shape.reshape(out, lead + (weight._data.shape[0],))
     return out if bias is None else arith.add(out, bias)
 
 
@@ -130,7 +137,7 @@ def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     """Average over the adaptive windows that give ``output_size``; (1, 1) is a plain mean."""
     sizes = (output_size, output_size) if not isinstance(output_size, (tuple, list)) else tuple(output_size)
-    if tuple(sizes) == (1, 1) and input.data.ndim in (3, 4):
+    if tuple(sizes) == (1, 1) and input._data.ndim in (3, 4):
         return reductions.mean(input, (-2, -1), keepdim=True)
     return nn_ops.adaptive_avg_pool2d(input, output_size)
 
@@ -146,7 +153,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Look up rows of ``weight``; row ``padding_idx`` receives no gradient."""
     if padding_idx is not None:
-        num = weight.data.shape[0]
+        num = weight._data.shape[0]
         if padding_idx >= num or padding_idx < -num:
             raise AssertionError("Padding_idx must be within num_embeddings")
     return nn_ops.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
@@ -154,7 +161,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """Int64 one-hot encoding with a new last dim of size ``num_classes`` (max + 1 when -1)."""
-    data = tensor.data
+    data = tensor._data
     if data.dtype.kind not in "iu":
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if data.size and data.min() < 0:
@@ -180,7 +187,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
 # ---------------------------------------------------------------- dropout
 def _dropout_mask(input: Tensor, p: float, mask_shape: tuple) -> Tensor:
     keep = _rng(None).random(mask_shape) < (1.0 - p)
-    return Tensor._make((keep * (1.0 / (1.0 - p))).astype(input.data.dtype))
+    return Tensor._make((keep * (1.0 / (1.0 - p))).astype(input._data.dtype))
 
 
 def _check_p(p: float) -> None:
@@ -193,7 +200,7 @@ def _apply_dropout(input: Tensor, p: float, training: bool, inplace_: bool, mask
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        mask = Tensor._make(np.zeros(mask_shape, dtype=input.data.dtype))
+        mask = Tensor._make(np.zeros(mask_shape, dtype=input._data.dtype))
     else:
         mask = _dropout_mask(input, p, mask_shape)
     return inplace.mul_(input, mask) if inplace_ else arith.mul(input, mask)
@@ -201,21 +208,85 @@ def _apply_dropout(input: Tensor, p: float, training: bool, inplace_: bool, mask
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` (gradscope's generator) and scale by ``1 / (1 - p)``."""
-    return _apply_dropout(input, p, training, inplace, input.data.shape)
+    return _apply_dropout(input, p, training, inplace, input._data.shape)
 
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of (N, C, L) or (C, L) input."""
-    if input.data.ndim not in (2, 3):
-        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.data.ndim}D input.")
-    return _apply_dropout(input, p, training, inplace, input.data.shape[:-1] + (1,))
+    if input._data.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input._data.ndim}D input.")
+    return _apply_dropout(input, p, training, inplace, input._data.shape[:-1] + (1,))
+
+
+def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool) -> Tensor:
+    """Zero whole channels: one draw per (sample, channel) of an (N, C, *) input (PyTorch's feature_dropout)."""
+    data = input.numpy(force=True)
+    mask_shape = data.shape[:2] + (1,) * (data.ndim - 2)
+    return _apply_dropout(input, p, training, inplace, mask_shape)
+
+
+def _warn_feature_dims(name: str, ndim: int, expected: tuple) -> None:
+    if ndim not in expected:
+        warnings.warn(f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result in an "
+                      f"error in a future release. To retain the behavior and silence this warning, please use "
+                      f"dropout instead.", UserWarning, stacklevel=3)
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
-    """Zero whole channels of (N, C, H, W) or (C, H, W) input."""
-    if input.data.ndim not in (3, 4):
-        raise RuntimeError(f"dropout2d: Expected 3D or 4D input, but received a {input.data.ndim}D input.")
-    return _apply_dropout(input, p, training, inplace, input.data.shape[:-2] + (1, 1))
+    """Zero whole channels of (N, C, H, W) input.
+
+    Like PyTorch, other ranks are accepted with a warning, and a 3-D input is read as (N, C, L).
+    """
+    _check_p(p)
+    ndim = input.numpy(force=True).ndim
+    _warn_feature_dims("dropout2d", ndim, (3, 4))
+    if ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
+                      "This behavior will change in a future release to interpret the input as one without a "
+                      "batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, "
+                      "please switch to using dropout1d instead.", UserWarning, stacklevel=2)
+    return _feature_dropout(input, p, training, inplace)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) input."""
+    _check_p(p)
+    ndim = input.numpy(force=True).ndim
+    _warn_feature_dims("dropout3d", ndim, (4, 5))
+    if ndim == 4:  # unbatched (C, D, H, W)
+        return _apply_dropout(input, p, training, inplace, (input.numpy(force=True).shape[0], 1, 1, 1))
+    return _feature_dropout(input, p, training, inplace)
+
+
+_ALPHA_DROPOUT = 1.7580993408473766  # -SELU's negative saturation value
+
+
+def _alpha_dropout(input: Tensor, p: float, training: bool, mask_shape: tuple) -> Tensor:
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    data = input.numpy(force=True)
+    if p == 1.0:
+        return arith.mul(input, 0.0)
+    keep = (_rng(None).random(mask_shape) < (1.0 - p)).astype(data.dtype)
+    a = 1.0 / math.sqrt((_ALPHA_DROPOUT ** 2 * p + 1) * (1 - p))
+    scale = Tensor._make((keep * a).astype(data.dtype))
+    shift = Tensor._make(((keep - 1) * _ALPHA_DROPOUT * a + _ALPHA_DROPOUT * a * p).astype(data.dtype))
+    return arith.add(arith.mul(input, scale), shift)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Dropout that keeps the mean and variance of SELU activations (masked values go to SELU's floor)."""
+    out = _alpha_dropout(input, p, training, input.numpy(force=True).shape)
+    return input.copy_(out) if inplace and out is not input else out
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """``alpha_dropout`` of whole channels."""
+    data = input.numpy(force=True)
+    out = _alpha_dropout(input, p, training, data.shape[:2] + (1,) * (data.ndim - 2))
+    return input.copy_(out) if inplace and out is not input else out
 
 
 # ---------------------------------------------------------------- normalisation
@@ -249,7 +320,7 @@ def _inplace(input: Tensor, compute: Any) -> Tensor:
     """Run the out-of-place ``compute(input)`` and write the result into ``input`` (PyTorch's rebase)."""
     def fast() -> None:
         with grad_mode.no_grad():
-            np.copyto(input.data, compute(input).data, casting="unsafe")
+            np.copyto(input._data, compute(input)._data, casting="unsafe")
 
     return inplace._apply(input, None, compute, fast)
 
@@ -369,29 +440,32 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     return nn_ops.threshold(input, threshold, value)
 
 
+_threshold = threshold
+
+
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """``a * sigmoid(b)`` where ``a, b`` are the halves of ``input`` along ``dim``."""
-    if input.data.ndim == 0:
+    if input._data.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
-    size = input.data.shape[dim]
+    size = input._data.shape[dim]
     if size % 2:
-        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.data.ndim} is size {size}")
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input._data.ndim} is size {size}")
     first, second = shape.chunk(input, 2, dim)
     return arith.mul(first, pointwise.sigmoid(second))
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` for positive ``x``, else ``weight * x`` (``weight`` per channel, dim 1, or shared)."""
-    if weight.data.size != 1:
-        channel_dim = 1 if input.data.ndim >= 2 else 0
-        if input.data.ndim == 0 or input.data.shape[channel_dim] != weight.data.size:
+    if weight._data.size != 1:
+        channel_dim = 1 if input._data.ndim >= 2 else 0
+        if input._data.ndim == 0 or input._data.shape[channel_dim] != weight._data.size:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
-                               f"{weight.data.size} and channel size = "
-                               f"{input.data.shape[channel_dim] if input.data.ndim else 1}.")
-        view = [1] * input.data.ndim
+                               f"{weight._data.size} and channel size = "
+                               f"{input._data.shape[channel_dim] if input._data.ndim else 1}.")
+        view = [1] * input._data.ndim
         view[channel_dim] = -1
         weight = shape.reshape(weight, tuple(view))
-    return pointwise.where(Tensor._make(input.data > 0), input, arith.mul(weight, input))
+    return pointwise.where(Tensor._make(input._data > 0), input, arith.mul(weight, input))
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
@@ -423,8 +497,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
     """``softmax(q k^T * scale + mask) v`` over the last two dims (boolean masks keep True entries)."""
-    length, source = query.data.shape[-2], key.data.shape[-2]
-    scale = 1.0 / math.sqrt(query.data.shape[-1]) if scale is None else scale
+    length, source = query._data.shape[-2], key._data.shape[-2]
+    scale = 1.0 / math.sqrt(query._data.shape[-1]) if scale is None else scale
     scores = arith.mul(arith.matmul(query, shape.transpose(key, -2, -1)), scale)
     if is_causal:
         if attn_mask is not None:
@@ -432,8 +506,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                "is_causal=True")
         attn_mask = Tensor._make(np.tril(np.ones((length, source), dtype=bool)))
     if attn_mask is not None:
-        if attn_mask.data.dtype == np.bool_:
-            scores = arith.add(scores, Tensor._make(np.where(attn_mask.data, 0.0, -np.inf).astype(scores.data.dtype)))
+        if attn_mask._data.dtype == np.bool_:
+            scores = arith.add(scores, Tensor._make(np.where(attn_mask._data, 0.0, -np.inf).astype(scores._data.dtype)))
         else:
             scores = arith.add(scores, attn_mask)
     weights = reductions.softmax(scores, -1)
@@ -456,7 +530,7 @@ def _legacy_reduction(size_average: bool | None, reduce_: bool | None, reduction
 
 def _class_shape(input: Tensor) -> tuple:
     """Shape that broadcasts a per-class vector along the class dim (1, or 0 when unbatched)."""
-    ndim = input.data.ndim
+    ndim = input._data.ndim
     return (-1,) if ndim == 1 else (1, -1) + (1,) * (ndim - 2)
 
 
@@ -475,22 +549,22 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     nn_ops._reduction_check(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    class_dim = 0 if input.data.ndim == 1 else 1
-    classes = input.data.shape[class_dim]
+    class_dim = 0 if input._data.ndim == 1 else 1
+    classes = input._data.shape[class_dim]
     log_probs = reductions.log_softmax(input, class_dim)
-    if target.data.dtype.kind == "f":
+    if target._data.dtype.kind == "f":
         return _cross_entropy_probabilities(input, log_probs, target, weight, reduction, label_smoothing, classes)
     nll = nn_ops.nll_loss(log_probs, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
         return nll
-    ignored = target.data == ignore_index
+    ignored = target._data == ignore_index
     weighted = log_probs if weight is None else arith.mul(log_probs, shape.reshape(weight, _class_shape(input)))
     smooth = indexing.masked_fill(reductions.sum(arith.neg(weighted), class_dim), Tensor._make(ignored), 0.0)
     if reduction == "mean":
         if weight is None:
             denominator = float((~ignored).sum())
         else:
-            denominator = float(weight.data[target.data[~ignored]].sum())
+            denominator = float(weight._data[target._data[~ignored]].sum())
         smooth = arith.div(reductions.sum(smooth), denominator)
     elif reduction == "sum":
         smooth = reductions.sum(smooth)
@@ -500,9 +574,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 def _cross_entropy_probabilities(input: Tensor, log_probs: Tensor, target: Tensor, weight: Tensor | None,
                                  reduction: str, label_smoothing: float, classes: int) -> Tensor:
-    if target.data.shape != input.data.shape:
-        raise RuntimeError(f"Expected target size {list(input.data.shape)}, got {list(target.data.shape)}")
-    class_dim = 0 if input.data.ndim == 1 else 1
+    if target._data.shape != input._data.shape:
+        raise RuntimeError(f"Expected target size {list(input._data.shape)}, got {list(target._data.shape)}")
+    class_dim = 0 if input._data.ndim == 1 else 1
     if label_smoothing > 0.0:
         target = arith.add(arith.mul(target, 1.0 - label_smoothing), label_smoothing / classes)
     product = arith.mul(log_probs, target)
@@ -513,7 +587,7 @@ def _cross_entropy_probabilities(input: Tensor, log_probs: Tensor, target: Tenso
     total = reductions.sum(arith.neg(product))
     if reduction == "sum":
         return total
-    batch = input.data.size // classes if classes else 0
+    batch = input._data.size // classes if classes else 0
     return arith.div(total, float(batch))
 
 
@@ -529,7 +603,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, red
     """Mean absolute error (composed as PyTorch does: ``abs(input - target)`` then reduce)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     nn_ops._reduction_check(reduction)
-    nn_ops._broadcast_warning(input.data, target.data)
+    nn_ops._broadcast_warning(input._data, target._data)
     loss = pointwise.abs(arith.sub(input, target))
     if weight is not None:
         loss = arith.mul(loss, weight)
@@ -588,6 +662,439 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
     loss = nn_ops.kl_div_pointwise(input, target, log_target)
     if reduction == "batchmean":
         total = reductions.sum(loss)
-        return arith.div(total, float(input.data.shape[0])) if input.data.ndim else total
+        return arith.div(total, float(input._data.shape[0])) if input._data.ndim else total
     return _reduce_tensor(loss, reduction)
 
+
+
+# ---------------------------------------------------------------- instance and RMS normalisation
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise every (sample, channel) plane on its own; running statistics average over the batch.
+
+    With input statistics this is a group norm with one group per channel; the running
+    statistics move towards the batch average of the per-instance mean and unbiased variance,
+    as PyTorch's repeated batch norm does. Without them it is an eval-mode batch norm.
+    """
+    data = input.numpy(force=True)
+    if not use_input_stats:
+        return nn_ops.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    spatial = int(np.prod(data.shape[2:])) if data.ndim > 2 else 1
+    if spatial <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"gradscope.Size({list(data.shape)})")
+    out = nn_ops.group_norm(input, data.shape[1], weight, bias, eps)
+    axes = tuple(range(2, data.ndim))
+    for buffer, statistic in ((running_mean, lambda: data.mean(axis=axes)),
+                              (running_var, lambda: data.var(axis=axes, ddof=1))):
+        if buffer is not None:
+            stored = buffer.numpy(force=True)
+            stored[...] = (1 - momentum) * stored + momentum * statistic().mean(axis=0).astype(stored.dtype)
+            buffer._bump_version()
+    return out
+
+
+def rms_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """``input / sqrt(mean(input ** 2) + eps) * weight`` over the trailing ``normalized_shape`` dims
+    (``eps`` defaults to the dtype's machine epsilon)."""
+    if isinstance(normalized_shape, (int, np.integer)):
+        normalized_shape = (int(normalized_shape),)
+    normalized_shape = tuple(int(s) for s in normalized_shape)
+    data = input.numpy(force=True)
+    k = len(normalized_shape)
+    if data.ndim < k or tuple(data.shape[data.ndim - k:]) != normalized_shape:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size"
+                           f"{list(data.shape)}")
+    if eps is None:
+        eps = float(np.finfo(data.dtype if data.dtype.kind == "f" else np.float32).eps)
+    dims = tuple(range(-k, 0))
+    scale = pointwise.rsqrt(arith.add(reductions.mean(arith.mul(input, input), dims, keepdim=True), eps))
+    out = arith.mul(input, scale)
+    return out if weight is None else arith.mul(out, weight)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """Normalise each element by the squared activity of ``size`` neighbouring channels."""
+    ndim = input.numpy(force=True).ndim
+    if ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {ndim} dimensions)")
+    if input.numpy(force=True).size == 0:
+        return input
+    squared = arith.mul(input, input)
+    if ndim == 3:
+        div = nn_ops.constant_pad(shape.unsqueeze(squared, 1), (0, 0, size // 2, (size - 1) // 2))
+        div = shape.squeeze(avg_pool2d(div, (size, 1), stride=1), 1)
+    else:
+        sizes = input.numpy(force=True).shape
+        div = shape.reshape(squared, (sizes[0], 1, sizes[1], sizes[2], -1))
+        div = nn_ops.constant_pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        merged = shape.reshape(div, (sizes[0], 1, div.numpy(force=True).shape[2], -1))
+        div = avg_pool2d(merged, (size, 1), stride=1)
+        div = shape.reshape(shape.squeeze(div, 1), tuple(sizes))
+    div = arith.pow(arith.add(arith.mul(div, alpha), k), beta)
+    return arith.div(input, div)
+
+
+# ---------------------------------------------------------------- resampling
+_INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
+_MODE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
+    """Resize the spatial dims of an (N, C, *) input: ``nearest``, ``nearest-exact``, ``linear``,
+    ``bilinear``, ``bicubic``, ``trilinear`` or ``area``, to ``size`` or by ``scale_factor``."""
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: "
+                             "linear | bilinear | bicubic | trilinear")
+    elif mode in _INTERPOLATING:
+        align_corners = bool(align_corners)
+    else:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
+                                  f"{input.dim()}D) for the modes: nearest | linear | bilinear | bicubic | "
+                                  f"trilinear | area | nearest-exact (got {mode})")
+    if antialias:
+        raise NotImplementedError("gradscope's interpolate does not support antialias=True")
+    sizes = input.numpy(force=True).shape
+    dim = len(sizes) - 2
+    if dim < 1 or dim > 3:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {len(sizes)}D) "
+                                  f"for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                  f"nearest-exact (got {mode})")
+    if mode in _MODE_DIMS and _MODE_DIMS[mode] != dim:
+        raise NotImplementedError(f"Got {len(sizes)}D input, but {mode} mode needs {_MODE_DIMS[mode] + 2}D input")
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    scales: list = [None] * dim
+    if size is not None:
+        if isinstance(size, (list, tuple)):
+            if len(size) != dim:
+                raise ValueError(f"Input and output must have the same number of spatial dimensions, but got "
+                                 f"input with spatial dimensions of {list(sizes[2:])} and output size of "
+                                 f"{list(size)}. Please provide input tensor in (N, C, d1, d2, ...,dK) format "
+                                 f"and output size in (o1, o2, ...,oK) format.")
+            out_sizes = [int(s) for s in size]
+        else:
+            out_sizes = [int(size)] * dim
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != dim:
+                raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but "
+                                 f"got input with spatial dimensions of {list(sizes[2:])} and scale_factor of "
+                                 f"shape {list(scale_factor)}. Please provide input tensor in (N, C, d1, d2, "
+                                 f"...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
+            factors = [float(f) for f in scale_factor]
+        else:
+            factors = [float(scale_factor)] * dim
+        out_sizes = [int(math.floor(sizes[2 + i] * factors[i])) for i in range(dim)]
+        if not (recompute_scale_factor or mode == "area"):
+            scales = factors
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if mode == "area":
+        if dim == 1:
+            return adaptive_avg_pool1d(input, out_sizes[0])
+        if dim == 2:
+            return adaptive_avg_pool2d(input, tuple(out_sizes))
+        raise NotImplementedError("gradscope's interpolate does not support mode='area' on 5D input")
+    return nn_ops.resample(input, tuple(out_sizes), tuple(scales), mode, align_corners)
+
+
+def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:
+    """Deprecated alias of ``interpolate``."""
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: ``interpolate(..., mode="nearest")``."""
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: ``interpolate(..., mode="bilinear", align_corners=True)``."""
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C * r * r, H, W) -> (*, C, H * r, W * r)."""
+    sizes = input.numpy(force=True).shape
+    if len(sizes) < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{len(sizes)} dimension(s)")
+    r = int(upscale_factor)
+    channels, height, width = sizes[-3:]
+    if channels % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                           f"of upscale_factor, but input.size(-3)={channels} is not divisible by {r * r}")
+    lead = tuple(sizes[:-3])
+    n = len(lead)
+    x = shape.reshape(input, lead + (channels // (r * r), r, r, height, width))
+    order = tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2)
+    return shape.reshape(shape.permute(x, order), lead + (channels // (r * r), height * r, width * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H * r, W * r) -> (*, C * r * r, H, W)."""
+    sizes = input.numpy(force=True).shape
+    if len(sizes) < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{len(sizes)} dimension(s)")
+    r = int(downscale_factor)
+    channels, height, width = sizes[-3:]
+    if height % r or width % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but "
+                           f"got height={height}, width={width} and downscale_factor={r}")
+    lead = tuple(sizes[:-3])
+    n = len(lead)
+    x = shape.reshape(input, lead + (channels, height // r, r, width // r, r))
+    order = tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3)
+    return shape.reshape(shape.permute(x, order), lead + (channels * r * r, height // r, width // r))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Interleave the channels of ``groups`` groups: (N, g * k, *) viewed as (N, g, k, *) -> (N, k, g, *)."""
+    sizes = input.numpy(force=True).shape
+    if sizes[1] % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {sizes[1]} channels and "
+                           f"{groups} groups.")
+    x = shape.reshape(input, (sizes[0], groups, sizes[1] // groups) + tuple(sizes[2:]))
+    return shape.reshape(shape.transpose(x, 1, 2), tuple(sizes))
+
+
+# ---------------------------------------------------------------- adaptive max pooling
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Adaptive max pooling of (N, C, H, W) or (C, H, W); with ``return_indices`` also the flat indices."""
+    out, indices = nn_ops.adaptive_max_pool2d(input, output_size)
+    return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any, return_indices: bool = False) -> tuple:
+    return nn_ops.adaptive_max_pool2d(input, output_size)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Adaptive max pooling of (N, C, L) or (C, L)."""
+    out, indices = nn_ops.adaptive_max_pool2d(shape.unsqueeze(input, -2), (1, _first(output_size)))
+    out, indices = shape.squeeze(out, -2), shape.squeeze(indices, -2)
+    return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any, return_indices: bool = False) -> tuple:
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> tuple:
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> tuple:
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+# ---------------------------------------------------------------- more activations
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0."""
+    keep = Tensor._make(np.abs(input.numpy(force=True)) > lambd)
+    return pointwise.where(keep, input, arith.mul(input, 0.0))
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    data = input.numpy(force=True)
+    shifted = arith.sub(input, Tensor._make(np.sign(data).astype(data.dtype) * lambd))
+    return pointwise.where(Tensor._make(np.abs(data) > lambd), shifted, arith.mul(input, 0.0))
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Leaky ReLU with a random slope in [lower, upper] per element in training, their mean otherwise."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    data = input.numpy(force=True)
+    slopes = _rng(None).uniform(lower, upper, data.shape).astype(data.dtype)
+    factor = Tensor._make(np.where(data >= 0, 1.0, slopes).astype(data.dtype))
+    return inplace.mul_(input, factor) if inplace else arith.mul(input, factor)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    return rrelu(input, lower, upper, training, True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return celu(input, alpha, True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    return selu(input, True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return _threshold(input, threshold, value, True)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """Sample from the Gumbel-softmax distribution; ``hard`` returns one-hot samples with soft gradients."""
+    data = logits.numpy(force=True)
+    gumbels = Tensor._make(-np.log(_rng(None).exponential(1.0, data.shape)).astype(data.dtype))
+    soft = reductions.softmax(arith.div(arith.add(logits, gumbels), tau), dim)
+    if not hard:
+        return soft
+    probabilities = soft.numpy(force=True)
+    index = np.expand_dims(probabilities.argmax(axis=dim), dim)
+    one_hot_values = np.zeros_like(probabilities)
+    np.put_along_axis(one_hot_values, index, 1.0, axis=dim)
+    return arith.add(arith.sub(Tensor._make(one_hot_values), soft.detach()), soft)
+
+
+# ---------------------------------------------------------------- more losses
+def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
+    nn_ops._reduction_check(reduction)
+    return _reduce_tensor(loss, reduction)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = pointwise.clamp(arith.add(arith.mul(arith.neg(target), arith.sub(input1, input2)), margin), min=0)
+    return _reduce_loss(loss, reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average: bool | None = None,
+                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``input`` where target is 1, ``max(0, margin - input)`` where target is -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    t = target.numpy(force=True)
+    margin_part = pointwise.clamp(arith.rsub(input, margin), min=0)
+    zeros = arith.mul(input, 0.0)
+    loss = arith.add(pointwise.where(Tensor._make(t != 1), margin_part, zeros),
+                     pointwise.where(Tensor._make(t != -1), input, zeros))
+    return _reduce_loss(loss, reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+                     reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = pointwise.log1p(pointwise.exp(arith.mul(arith.neg(target), input)))
+    return _reduce_loss(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                size_average: bool | None = None, reduce: bool | None = None,
+                                reduction: str = "mean") -> Tensor:
+    """Per-sample mean over classes of the binary logistic loss."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = arith.neg(arith.add(arith.mul(target, logsigmoid(input)),
+                               arith.mul(arith.rsub(target, 1), logsigmoid(arith.neg(input)))))
+    if weight is not None:
+        loss = arith.mul(loss, weight)
+    classes = input.numpy(force=True).shape[-1]
+    loss = arith.div(reductions.sum(loss, input.dim() - 1), float(classes))
+    return _reduce_loss(loss, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average: bool | None = None, reduce: bool | None = None,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos(x1, x2)`` where target is 1, ``max(0, cos(x1, x2) - margin)`` where target is -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    dim = input1.dim() - 1
+    eps = 1e-12
+    dot = reductions.sum(arith.mul(input1, input2), dim)
+    mag1 = arith.add(reductions.sum(arith.mul(input1, input1), dim), eps)
+    mag2 = arith.add(reductions.sum(arith.mul(input2, input2), dim), eps)
+    cos = arith.div(dot, pointwise.sqrt(arith.mul(mag1, mag2)))
+    t = target.numpy(force=True)
+    zeros = arith.mul(cos, 0.0)
+    positive = pointwise.where(Tensor._make(t == 1), arith.rsub(cos, 1), zeros)
+    negative = pointwise.where(Tensor._make(t == -1), pointwise.clamp(arith.sub(cos, margin), min=0), zeros)
+    return _reduce_loss(arith.add(positive, negative), reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
+                        eps: float = 1e-6, swap: bool = False, size_average: bool | None = None,
+                        reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the pairwise p-norm distance."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    dims = {anchor.dim(), positive.dim(), negative.dim()}
+    if len(dims) != 1 or dims.pop() not in (1, 2):
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions (1D or 2D), but got: anchor {anchor.dim()}D, positive {positive.dim()}D, "
+                           f"and negative {negative.dim()}D inputs")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = pointwise.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    loss = pointwise.clamp(arith.add(arith.sub(d_pos, d_neg), margin), min=0)
+    return _reduce_loss(loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Any = None, margin: float = 1.0, swap: bool = False,
+                                      reduction: str = "mean") -> Tensor:
+    """``triplet_margin_loss`` with a custom ``distance_function(x1, x2)`` (default: pairwise distance)."""
+    distance = pairwise_distance if distance_function is None else distance_function
+    d_pos = distance(anchor, positive)
+    d_neg = distance(anchor, negative)
+    if swap:
+        d_neg = pointwise.minimum(d_neg, distance(positive, negative))
+    loss = pointwise.clamp(arith.add(arith.sub(d_pos, d_neg), margin), min=0)
+    return _reduce_loss(loss, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Tensor:
+    """``0.5 * (log(max(var, eps)) + (input - target) ** 2 / max(var, eps))`` (+ const with ``full``)."""
+    in_shape, var_shape = input.numpy(force=True).shape, var.numpy(force=True).shape
+    if var_shape != in_shape:
+        if in_shape[:-1] == var_shape:
+            var = shape.unsqueeze(var, -1)
+        elif not (in_shape[:-1] == var_shape[:-1] and var_shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    if np.any(var.numpy(force=True) < 0):
+        raise ValueError("var has negative entry/entries")
+    with grad_mode.no_grad():
+        floor = Tensor._make(np.maximum(var.numpy(force=True), eps) - var.numpy(force=True))
+    var = arith.add(var, floor)
+    diff = arith.sub(input, target)
+    loss = arith.mul(arith.add(pointwise.log(var), arith.div(arith.mul(diff, diff), var)), 0.5)
+    if full:
+        loss = arith.add(loss, 0.5 * math.log(2 * math.pi))
+    return _reduce_loss(loss, reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
+                     size_average: bool | None = None, eps: float = 1e-8, reduce: bool | None = None,
+                     reduction: str = "mean") -> Tensor:
+    """Poisson negative log-likelihood (``exp(input) - target * input`` with ``log_input``)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_input:
+        loss = arith.sub(pointwise.exp(input), arith.mul(target, input))
+    else:
+        loss = arith.sub(input, arith.mul(target, pointwise.log(arith.add(input, eps))))
+    if full:
+        t = target.numpy(force=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stirling = t * np.log(t) - t + 0.5 * np.log(2 * np.pi * t)
+        loss = arith.add(loss, Tensor._make(np.where(t > 1, stirling, 0.0).astype(t.dtype)))
+    return _reduce_loss(loss, reduction)

@@ -46,24 +46,24 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 def _fill(tensor: Tensor, values: np.ndarray) -> Tensor:
     """Write ``values`` into ``tensor`` in place (a version bump, no graph)."""
     with no_grad():
-        np.copyto(tensor.data, values, casting="unsafe")
+        np.copyto(tensor._data, values, casting="unsafe")
         tensor._bump_version()
     return tensor
 
 
 def _no_op_if_empty(tensor: Tensor) -> bool:
-    if tensor.data.size == 0:
+    if tensor._data.size == 0:
         warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=3)
         return True
     return False
 
 
 def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
-    dims = tensor.data.ndim
+    dims = tensor._data.ndim
     if dims < 2:
         raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
-    receptive = int(np.prod(tensor.data.shape[2:])) if dims > 2 else 1
-    return tensor.data.shape[1] * receptive, tensor.data.shape[0] * receptive
+    receptive = int(np.prod(tensor._data.shape[2:])) if dims > 2 else 1
+    return tensor._data.shape[1] * receptive, tensor._data.shape[0] * receptive
 
 
 def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
@@ -76,19 +76,19 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with U(a, b)."""
-    return _fill(tensor, _rng(generator).uniform(a, b, tensor.data.shape))
+    return _fill(tensor, _rng(generator).uniform(a, b, tensor._data.shape))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with N(mean, std**2)."""
-    return _fill(tensor, _rng(generator).normal(mean, std, tensor.data.shape))
+    return _fill(tensor, _rng(generator).normal(mean, std, tensor._data.shape))
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
                   generator: Any = None) -> Tensor:
     """Fill with N(mean, std**2) restricted to [a, b] (values outside are redrawn)."""
     rng = _rng(generator)
-    values = rng.normal(mean, std, tensor.data.shape)
+    values = rng.normal(mean, std, tensor._data.shape)
     outside = (values < a) | (values > b)
     while outside.any():
         values[outside] = rng.normal(mean, std, int(outside.sum()))
@@ -111,17 +111,17 @@ def zeros_(tensor: Tensor) -> Tensor:
 
 def eye_(tensor: Tensor) -> Tensor:
     """Fill a 2-D tensor with the identity matrix."""
-    if tensor.data.ndim != 2:
+    if tensor._data.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    return _fill(tensor, np.eye(*tensor.data.shape))
+    return _fill(tensor, np.eye(*tensor._data.shape))
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     """Fill a 3-5-D convolution weight with the Dirac delta (identity convolution per group)."""
-    dims = tensor.data.ndim
+    dims = tensor._data.ndim
     if dims not in (3, 4, 5):
         raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
-    sizes = tensor.data.shape
+    sizes = tensor._data.shape
     if sizes[0] % groups:
         raise ValueError("dim 0 must be divisible by groups")
     out_per_group = sizes[0] // groups
@@ -167,12 +167,12 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinea
 
 def orthogonal_(tensor: Tensor, gain: float = 1, generator: Any = None) -> Tensor:
     """A (semi-)orthogonal matrix from the QR decomposition of a Gaussian one, times ``gain``."""
-    if tensor.data.ndim < 2:
+    if tensor._data.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    if tensor.data.size == 0:
+    if tensor._data.size == 0:
         return tensor
-    rows = tensor.data.shape[0]
-    cols = tensor.data.size // rows
+    rows = tensor._data.shape[0]
+    cols = tensor._data.size // rows
     flat = _rng(generator).standard_normal((rows, cols))
     if rows < cols:
         flat = flat.T
@@ -180,4 +180,4 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Any = None) -> Tenso
     q = q * np.sign(np.diag(r))
     if rows < cols:
         q = q.T
-    return _fill(tensor, (gain * q).reshape(tensor.data.shape))
+    return _fill(tensor, (gain * q).reshape(tensor._data.shape))

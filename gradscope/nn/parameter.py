@@ -16,13 +16,13 @@ class Parameter(Tensor):
         if data is None:
             array = np.zeros((0,), dtype=np.float32)
         elif isinstance(data, Tensor):
-            array = data.data
+            array = data._data
             self._vc = data._vc
         else:
             array = np.asarray(data)
             if array.dtype == np.float64 and not isinstance(data, np.ndarray):
                 array = array.astype(np.float32)
-        self.data = array
+        self._data = array
         self.grad_fn = None
         self._output_nr = 0
         self.requires_grad = False
@@ -33,21 +33,21 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + format_tensor(self)
 
     def __deepcopy__(self, memo: dict) -> "Parameter":
-        new = Parameter(self.data.copy(), self.requires_grad)
+        new = Parameter(self._data.copy(), self.requires_grad)
         if self._grad is not None:
-            new._grad = Tensor._make(self._grad.data.copy())
+            new._grad = Tensor._make(self._grad._data.copy())
         memo[id(self)] = new
         return new
 
     def __reduce_ex__(self, protocol: int) -> Any:
-        return (Parameter, (self.data.copy(), self.requires_grad))
+        return (Parameter, (self._data.copy(), self.requires_grad))
 
 
 class Buffer(Tensor):
     """Marker type: assigning ``Buffer(t)`` to a module attribute registers a buffer."""
 
     def __init__(self, data: Any, *, persistent: bool = True) -> None:
-        self.data = data.data if isinstance(data, Tensor) else np.asarray(data)
+        self._data = data._data if isinstance(data, Tensor) else np.asarray(data)
         self._vc = None
         self.grad_fn = None
         self._output_nr = 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops import arith, creation, indexing, inplace, pointwise, reduce, shape
+from gradscope.ops import (arith, creation, elementwise, indexing, inplace, linalg, pointwise, reduce, shape,
+                           sorting)
 
 _METHODS = {
     # arithmetic
@@ -21,8 +22,8 @@ _METHODS = {
     "cos": pointwise.cos, "tanh": pointwise.tanh, "sigmoid": pointwise.sigmoid, "relu": pointwise.relu,
     "erf": pointwise.erf, "clamp": pointwise.clamp, "clip": pointwise.clamp, "maximum": pointwise.maximum,
     "minimum": pointwise.minimum, "isnan": pointwise.isnan, "isinf": pointwise.isinf,
-    "isfinite": pointwise.isfinite, "nan_to_num": pointwise.nan_to_num, "floor": pointwise.floor,
-    "ceil": pointwise.ceil, "round": pointwise.round,
+    "isfinite": pointwise.isfinite, "nan_to_num": pointwise.nan_to_num, "absolute": pointwise.abs,
+    "sgn": pointwise.sign, "where": lambda self, condition, other: pointwise.where(condition, self, other),
     # reductions
     "sum": reduce.sum, "mean": reduce.mean, "var": reduce.var, "std": reduce.std, "max": reduce.max,
     "min": reduce.min, "amax": reduce.amax, "amin": reduce.amin, "argmax": reduce.argmax,
@@ -47,12 +48,63 @@ _METHODS = {
     "sigmoid_": inplace.sigmoid_, "exp_": inplace.exp_, "neg_": inplace.neg_,
     "masked_fill_": inplace.masked_fill_, "uniform_": inplace.uniform_, "normal_": inplace.normal_,
     "bernoulli_": inplace.bernoulli_,
+    # creation from a tensor
+    "new_zeros": creation.new_zeros, "new_ones": creation.new_ones, "new_empty": creation.new_empty,
+    "new_full": creation.new_full, "new_tensor": creation.new_tensor, "type_as": shape.type_as,
+    "multinomial": creation.multinomial, "bernoulli": creation.bernoulli,
+    # more elementwise math
+    "reciprocal": elementwise.reciprocal, "log2": elementwise.log2, "log10": elementwise.log10,
+    "expm1": elementwise.expm1, "tan": elementwise.tan, "sinh": elementwise.sinh, "cosh": elementwise.cosh,
+    "asin": elementwise.asin, "acos": elementwise.acos, "atan": elementwise.atan, "arcsin": elementwise.asin,
+    "arccos": elementwise.acos, "arctan": elementwise.atan, "asinh": elementwise.asinh,
+    "acosh": elementwise.acosh, "atanh": elementwise.atanh, "logit": elementwise.logit,
+    "square": elementwise.square, "floor": elementwise.floor, "ceil": elementwise.ceil,
+    "trunc": elementwise.trunc, "fix": elementwise.trunc, "round": elementwise.round, "frac": elementwise.frac,
+    "atan2": elementwise.atan2, "arctan2": elementwise.atan2, "lerp": elementwise.lerp,
+    "addcmul": elementwise.addcmul, "addcdiv": elementwise.addcdiv, "clamp_min": elementwise.clamp_min,
+    "clamp_max": elementwise.clamp_max, "xlogy": elementwise.xlogy, "logaddexp": elementwise.logaddexp,
+    "fmod": elementwise.fmod, "bitwise_and": elementwise.bitwise_and, "bitwise_or": elementwise.bitwise_or,
+    "bitwise_xor": elementwise.bitwise_xor, "bitwise_not": arith.bitwise_not, "greater": arith.gt,
+    "greater_equal": arith.ge, "less": arith.lt, "less_equal": arith.le, "not_equal": arith.ne,
+    # ordering
+    "sort": sorting.sort, "argsort": sorting.argsort, "msort": sorting.msort, "topk": sorting.topk,
+    "kthvalue": sorting.kthvalue, "median": sorting.median, "cummax": sorting.cummax,
+    "cummin": sorting.cummin, "cumprod": sorting.cumprod,
+    # more shape ops
+    "roll": shape.roll, "repeat_interleave": shape.repeat_interleave, "tile": shape.tile,
+    "narrow": shape.narrow, "select": shape.select, "movedim": shape.movedim, "moveaxis": shape.movedim,
+    "fliplr": shape.fliplr, "flipud": shape.flipud, "diagonal": shape.diagonal, "diag": shape.diag,
+    "diag_embed": shape.diag_embed, "diagflat": shape.diagflat, "trace": shape.trace, "unfold": shape.unfold,
+    "tensor_split": shape.tensor_split,
+    # more gather / scatter
+    "scatter": indexing.scatter, "index_add": indexing.index_add, "index_fill": indexing.index_fill,
+    "masked_select": indexing.masked_select, "nonzero": indexing.nonzero, "argwhere": indexing.argwhere,
+    "take": indexing.take,
+    # products
+    "outer": linalg.outer, "ger": linalg.outer, "addmm": linalg.addmm, "addmv": linalg.addmv,
+    "addr": linalg.addr, "baddbmm": linalg.baddbmm, "addbmm": linalg.addbmm, "to_dense": linalg.to_dense,
+    # random fills
+    "exponential_": inplace.exponential_, "log_normal_": inplace.log_normal_, "geometric_": inplace.geometric_,
+    "cauchy_": inplace.cauchy_, "random_": inplace.random_, "fill_diagonal_": inplace.fill_diagonal_,
 }
+
+# In-place forms written generically from the out-of-place op (name + "_").
+_INPLACE_OF = ("abs", "absolute", "sqrt", "rsqrt", "log", "log1p", "log2", "log10", "expm1", "sin", "cos",
+               "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "floor", "ceil", "trunc", "fix", "round",
+               "frac", "sign", "sgn", "reciprocal", "square", "clamp_min", "clamp_max", "lerp", "addcmul",
+               "addcdiv", "atan2", "fmod", "remainder", "floor_divide", "logit", "xlogy", "scatter",
+               "scatter_add", "index_add", "index_fill", "tril", "triu", "nan_to_num", "bitwise_and",
+               "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_not",
+               "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "baddbmm", "addmm", "addmv", "addr",
+               "addbmm", "true_divide", "subtract", "multiply", "divide")
 
 
 def _install() -> None:
     for name, fn in _METHODS.items():
         setattr(Tensor, name, fn)
+    for name in _INPLACE_OF:
+        if name + "_" not in _METHODS:
+            setattr(Tensor, name + "_", inplace.inplace_of(_METHODS[name], name + "_"))
 
     def _dtype_method(target: str) -> Any:
         def convert(self: Tensor) -> Tensor:
@@ -64,8 +116,8 @@ def _install() -> None:
     for method, np_name in (("float", "float32"), ("double", "float64"), ("half", "float16"),
                             ("long", "int64"), ("int", "int32"), ("bool", "bool"), ("short", "int16")):
         setattr(Tensor, method, _dtype_method(np_name))
-    Tensor.cpu = lambda self, *args, **kwargs: self
-    Tensor.cuda = lambda self, *args, **kwargs: shape.to(self, "cuda")
+    Tensor.cpu = shape.cpu
+    Tensor.cuda = shape.cuda
     Tensor.T = property(shape.T_property)
     Tensor.mT = property(shape.mT)
     Tensor.__getitem__ = shape.getitem
@@ -88,10 +140,13 @@ def _install() -> None:
     Tensor.__neg__ = arith.neg
     Tensor.__pos__ = lambda self: self
     Tensor.__abs__ = pointwise.abs
-    Tensor.__invert__ = lambda self: arith.bitwise_not(self) if self.data.dtype.kind != "b" else arith.logical_not(self)
-    Tensor.__and__ = arith.logical_and
-    Tensor.__or__ = arith.logical_or
-    Tensor.__xor__ = arith.logical_xor
+    Tensor.__invert__ = arith.bitwise_not
+    Tensor.__and__ = Tensor.__rand__ = elementwise.bitwise_and
+    Tensor.__or__ = Tensor.__ror__ = elementwise.bitwise_or
+    Tensor.__xor__ = Tensor.__rxor__ = elementwise.bitwise_xor
+    Tensor.__iand__ = Tensor.bitwise_and_
+    Tensor.__ior__ = Tensor.bitwise_or_
+    Tensor.__ixor__ = Tensor.bitwise_xor_
     Tensor.__eq__ = arith.eq
     Tensor.__ne__ = arith.ne
     Tensor.__lt__ = arith.lt

@@ -54,7 +54,7 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
 def operand(x: Any) -> Any:
     """The numpy value of an op operand: a Tensor's array, a python scalar as is, else an array."""
     if isinstance(x, Tensor):
-        return x.data
+        return x._data
     if isinstance(x, (int, float, bool)):
         return x
     if isinstance(x, np.ndarray):
@@ -69,7 +69,7 @@ def fix_float(out: np.ndarray, a: Any, b: Any = None) -> np.ndarray:
     float64 (python floats and integer tensors promote to float32)."""
     if out.dtype == F64:
         for x in (a, b):
-            if isinstance(x, Tensor) and x.data.dtype == F64 and x.data.ndim > 0:
+            if isinstance(x, Tensor) and x._data.dtype == F64 and x._data.ndim > 0:
                 return out
             if isinstance(x, np.ndarray) and x.dtype == F64 and x.ndim > 0:
                 return out
@@ -83,7 +83,7 @@ def _zero_dim_f64_only(a: Any, b: Any) -> bool:
     """True when the only float64 operands are 0-d and no other operand is a float tensor."""
     saw_f64 = False
     for x in (a, b):
-        data = x.data if isinstance(x, Tensor) else x
+        data = x._data if isinstance(x, Tensor) else x
         if isinstance(data, np.ndarray):
             if data.dtype == F64:
                 saw_f64 = True
@@ -94,7 +94,7 @@ def _zero_dim_f64_only(a: Any, b: Any) -> bool:
 
 def float_input(x: Tensor) -> np.ndarray:
     """The array of ``x`` as floating point (integers become float32), for float-only ops."""
-    data = x.data
+    data = x._data
     if data.dtype.kind != "f":
         return data.astype(F32)
     return data

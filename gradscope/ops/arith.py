@@ -45,7 +45,7 @@ class SubBackward0(AddBackward0):
 def add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Tensor:
     """``input + alpha * other`` with broadcasting."""
     if alpha == 1 and isinstance(input, Tensor) and isinstance(other, Tensor):  # the common case
-        a, b = input.data, other.data
+        a, b = input._data, other._data
         out_arr = a + b
         if out_arr.__class__ is not np.ndarray or out_arr.dtype.kind == "f" and out_arr.dtype.itemsize == 8:
             out_arr = fix_float(np.asarray(out_arr), input, other)
@@ -92,7 +92,7 @@ class RsubBackward1(Node):
 
 def rsub(input: Tensor, other: Any) -> Tensor:
     """``other - input`` for a python-scalar ``other``."""
-    out_arr = fix_float(np.asarray(operand(other) - input.data), input)
+    out_arr = fix_float(np.asarray(operand(other) - input._data), input)
     return result(out_arr, new_node(RsubBackward1, (input,)))
 
 
@@ -127,7 +127,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     """Elementwise product with broadcasting."""
     other_type = type(other)
     if (other_type is float or other_type is int) and isinstance(input, Tensor):
-        data = input.data
+        data = input._data
         dtype = data.dtype
         if dtype.kind == "f":
             scalar = scalar_array(other, dtype)
@@ -139,7 +139,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
             return product
     if not isinstance(input, Tensor):
         input, other = other, input
-    a, b = input.data, operand(other)
+    a, b = input._data, operand(other)
     out_arr = a * b
     if out_arr.dtype.itemsize == 8 and out_arr.dtype.kind == "f":
         out_arr = fix_float(out_arr, input, other)
@@ -188,7 +188,7 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None, out: Any = 
     node = new_node(DivBackward0, _edges(input, other))
     if node is not None:
         if isinstance(input, Tensor) and isinstance(other, Tensor):
-            node.shape_a, node.shape_b = input.data.shape, other.data.shape
+            node.shape_a, node.shape_b = input._data.shape, other._data.shape
             node.save(input, other)
         elif isinstance(input, Tensor):
             node.scalar = b
@@ -211,9 +211,9 @@ class NegBackward0(Node):
 
 
 def neg(input: Tensor) -> Tensor:
-    if input.data.dtype == np.bool_:
+    if input._data.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported.")
-    return result(-input.data, new_node(NegBackward0, (input,)))
+    return result(-input._data, new_node(NegBackward0, (input,)))
 
 
 class PowBackward0(Node):
@@ -352,7 +352,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         input = Tensor._make(np.asarray(operand(input)))
     if not isinstance(other, Tensor):
         other = Tensor._make(np.asarray(operand(other)))
-    a, b = input.data, other.data
+    a, b = input._data, other._data
     ndim_a, ndim_b = a.ndim, b.ndim
     if ndim_a == 0 or ndim_b == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
@@ -428,23 +428,23 @@ logical_xor = _compare(np.logical_xor)
 
 
 def logical_not(input: Tensor) -> Tensor:
-    return Tensor._make(np.logical_not(input.data))
+    return Tensor._make(np.logical_not(input._data))
 
 
 def bitwise_not(input: Tensor) -> Tensor:
-    return Tensor._make(np.invert(input.data))
+    return Tensor._make(np.invert(input._data))
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
-    return input.data.shape == other.data.shape and bool(np.array_equal(input.data, other.data))
+    return input._data.shape == other._data.shape and bool(np.array_equal(input._data, other._data))
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
-    return bool(np.allclose(input.data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(np.allclose(input._data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def isclose(input: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
-    return Tensor._make(np.isclose(input.data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return Tensor._make(np.isclose(input._data, operand(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:

@@ -29,12 +29,12 @@ def _scatter_add_into(target: np.ndarray, axis: int, index: np.ndarray, src: np.
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """Values of ``input`` at ``index`` along ``dim``."""
-    axis = normalize_dim(dim, input.data.ndim)
-    idx = index.data.astype(np.int64)
-    out = np.take_along_axis(input.data, idx, axis=axis)
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64)
+    out = np.take_along_axis(input._data, idx, axis=axis)
     node = new_node(GatherBackward0, (input,))
     if node is not None:
-        node.shape, node.axis, node.index = input.data.shape, axis, idx
+        node.shape, node.axis, node.index = input._data.shape, axis, idx
     return result(out, node)
 
 
@@ -50,10 +50,10 @@ class ScatterAddBackward0(Node):
 
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
-    axis = normalize_dim(dim, input.data.ndim)
-    idx = index.data.astype(np.int64)
-    out = input.data.copy()
-    _scatter_add_into(out, axis, idx, src.data)
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64)
+    out = input._data.copy()
+    _scatter_add_into(out, axis, idx, src._data)
     node = new_node(ScatterAddBackward0, (input, src))
     if node is not None:
         node.axis, node.index = axis, idx
@@ -71,12 +71,12 @@ class IndexSelectBackward0(Node):
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    axis = normalize_dim(dim, input.data.ndim)
-    idx = index.data.astype(np.int64).reshape(-1)
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64).reshape(-1)
     node = new_node(IndexSelectBackward0, (input,))
     if node is not None:
-        node.shape, node.axis, node.index = input.data.shape, axis, idx
-    return result(np.take(input.data, idx, axis=axis), node)
+        node.shape, node.axis, node.index = input._data.shape, axis, idx
+    return result(np.take(input._data, idx, axis=axis), node)
 
 
 class MaskedFillBackward0(Node):
@@ -92,10 +92,10 @@ def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
     """``input`` with ``value`` where ``mask`` is true (mask broadcasts)."""
     m = operand(mask).astype(bool)
     v = value.item() if isinstance(value, Tensor) else value
-    out = np.where(m, np.asarray(v, dtype=input.data.dtype), input.data)
+    out = np.where(m, np.asarray(v, dtype=input._data.dtype), input._data)
     node = new_node(MaskedFillBackward0, (input,))
     if node is not None:
-        node.mask, node.shape = m, input.data.shape
+        node.mask, node.shape = m, input._data.shape
     return result(out, node)
 
 
@@ -111,12 +111,12 @@ class TriuBackward0(TrilBackward0):
 
 
 def _triangle(input: Tensor, diagonal: int, lower: bool) -> Tensor:
-    rows, cols = input.data.shape[-2:]
+    rows, cols = input._data.shape[-2:]
     keep = np.tri(rows, cols, diagonal, dtype=bool) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
     node = new_node(TrilBackward0 if lower else TriuBackward0, (input,))
     if node is not None:
         node.keep = keep
-    return result(np.where(keep, input.data, np.zeros((), input.data.dtype)), node)
+    return result(np.where(keep, input._data, np.zeros((), input._data.dtype)), node)
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:
@@ -125,3 +125,142 @@ def tril(input: Tensor, diagonal: int = 0) -> Tensor:
 
 def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle(input, diagonal, False)
+
+
+class ScatterBackward0(Node):
+    """``scatter`` of a scalar: the overwritten positions get no gradient."""
+
+    __slots__ = ("axis", "index")
+
+    def backward(self, g):
+        grad = g.copy()
+        _put_along(grad, self.axis, self.index, np.zeros((), g.dtype))
+        return grad
+
+
+class ScatterBackward1(Node):
+    """``scatter`` of a source tensor: ``src`` gets the gradient gathered at ``index``."""
+
+    __slots__ = ("axis", "index")
+    _single_input = False
+
+    def backward(self, g):
+        (node_self, _), (node_src, _) = self._next
+        grad_self = None
+        if node_self is not None:
+            grad_self = g.copy()
+            _put_along(grad_self, self.axis, self.index, np.zeros((), g.dtype))
+        g_src = np.take_along_axis(g, self.index, axis=self.axis) if node_src is not None else None
+        return grad_self, g_src
+
+
+def _put_along(target: np.ndarray, axis: int, index: np.ndarray, values: Any) -> None:
+    """target[..., index[i], ...] = values[i] along ``axis`` (the last write wins on repeats)."""
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[axis] = index
+    if isinstance(values, np.ndarray) and values.ndim:
+        values = values[tuple(slice(0, n) for n in index.shape)]
+    target[tuple(grids)] = values
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+            reduce: str | None = None) -> Tensor:
+    """A copy of ``input`` with ``src`` (a tensor, or a scalar ``value``) written at ``index``
+    along ``dim``. ``reduce='add'``/``'multiply'`` combine instead of overwrite (no gradient)."""
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter() needs a src tensor or a value")
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64)
+    out = input._data.copy()
+    if reduce is not None:
+        values = src._data if isinstance(src, Tensor) else np.asarray(src, dtype=out.dtype)
+        values = np.broadcast_to(values, idx.shape) if values.ndim == 0 else values
+        grids = list(np.indices(idx.shape, sparse=True))
+        grids[axis] = idx
+        ufunc = {"add": np.add, "multiply": np.multiply}.get(reduce)
+        if ufunc is None:
+            raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+        ufunc.at(out, tuple(grids), values[tuple(slice(0, n) for n in idx.shape)])
+        return Tensor._make(out)
+    if isinstance(src, Tensor):
+        _put_along(out, axis, idx, src._data.astype(out.dtype, copy=False))
+        node = new_node(ScatterBackward1, (input, src))
+    else:
+        _put_along(out, axis, idx, np.asarray(operand(src), dtype=out.dtype))
+        node = new_node(ScatterBackward0, (input,))
+    if node is not None:
+        node.axis, node.index = axis, idx
+    return result(out, node)
+
+
+class IndexAddBackward0(Node):
+    __slots__ = ("axis", "index", "alpha")
+    _single_input = False
+
+    def backward(self, g):
+        (node_self, _), (node_source, _) = self._next
+        g_source = None
+        if node_source is not None:
+            g_source = np.take(g, self.index, axis=self.axis)
+            if self.alpha != 1:
+                g_source = g_source * self.alpha
+        return (g if node_self is not None else None), g_source
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
+    """A copy of ``input`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64).reshape(-1)
+    out = input._data.copy()
+    addend = source._data if alpha == 1 else source._data * alpha
+    np.add.at(np.moveaxis(out, axis, 0), idx, np.moveaxis(addend.astype(out.dtype, copy=False), axis, 0))
+    node = new_node(IndexAddBackward0, (input, source))
+    if node is not None:
+        node.axis, node.index, node.alpha = axis, idx, alpha
+    return result(out, node)
+
+
+def index_fill(input: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:
+    """A copy of ``input`` with whole slices at ``index`` along ``dim`` set to ``value``."""
+    axis = normalize_dim(dim, input._data.ndim)
+    mask = np.zeros(input._data.shape[axis] if input._data.ndim else 1, dtype=bool)
+    mask[index._data.astype(np.int64).reshape(-1)] = True
+    shape = [1] * input._data.ndim
+    if shape:
+        shape[axis] = mask.size
+    return masked_fill(input, Tensor._make(mask.reshape(shape)), value)
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The 1-D tensor of ``input``'s values where ``mask`` (broadcast) is true."""
+    from gradscope.ops.shape import expand, getitem
+
+    m = operand(mask).astype(bool)
+    shape = np.broadcast_shapes(input._data.shape, m.shape)
+    expanded = expand(input, shape) if input._data.shape != shape else input
+    return getitem(expanded, Tensor._make(np.broadcast_to(m, shape).copy()))
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
+    """Indices of the nonzero entries: an (n, ndim) tensor, or one index tensor per dimension."""
+    found = np.nonzero(np.atleast_1d(input._data))
+    if as_tuple:
+        if input._data.ndim == 0:
+            return (Tensor._make(found[0].astype(np.int64)),)
+        return tuple(Tensor._make(i.astype(np.int64)) for i in found)
+    stacked = np.stack(found, axis=1).astype(np.int64)
+    return Tensor._make(stacked if input._data.ndim else stacked[:, :0])
+
+
+def argwhere(input: Tensor) -> Tensor:
+    return nonzero(input)
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """Entries of the flattened ``input`` at ``index`` (result has ``index``'s shape)."""
+    from gradscope.ops.shape import reshape
+
+    flat = index_select(reshape(input, -1), 0, index)
+    return reshape(flat, tuple(index._data.shape))

@@ -122,8 +122,8 @@ def _scalar_name(a: np.ndarray) -> str:
 def _check_dtypes(x: np.ndarray, params: tuple, message: str) -> None:
     """Raise PyTorch's mixed-dtype error (``message`` formatted with the two type names)."""
     for p in params:
-        if p is not None and p.data.dtype != x.dtype:
-            raise RuntimeError(message.format(_scalar_name(x), _scalar_name(p.data)))
+        if p is not None and p._data.dtype != x.dtype:
+            raise RuntimeError(message.format(_scalar_name(x), _scalar_name(p._data)))
 
 
 def _reduction_check(reduction: str) -> None:
@@ -188,14 +188,14 @@ class TBackward0(Node):
 
 def weight_t(weight: Tensor) -> Tensor:
     """``weight.t()`` for ``linear`` (a view sharing the weight's version counter)."""
-    out = result(weight.data.T, new_node(TBackward0, (weight,)))
+    out = result(weight._data.T, new_node(TBackward0, (weight,)))
     out._vc = weight._version_counter()
     return out
 
 
 def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor) -> Tensor:
     """``bias + mat1 @ mat2`` for 2-D ``mat1``/``mat2`` and a broadcastable ``bias``."""
-    a, b = mat1.data, mat2.data
+    a, b = mat1._data, mat2._data
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError("addmm: mat1 and mat2 must be matrices")
     _check_dtypes(a, (mat2, bias), "self and mat2 must have the same dtype, but got {} and {}")
@@ -203,10 +203,10 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor) -> Tensor:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
                            f"{b.shape[0]}x{b.shape[1]})")
     out = a @ b
-    out += bias.data
+    out += bias._data
     node = new_node(AddmmBackward0, (bias, mat1, mat2))
     if node is not None:
-        node.bias_shape = bias.data.shape
+        node.bias_shape = bias._data.shape
         node.save(mat1, mat2)
     return result(out, node)
 
@@ -234,7 +234,7 @@ class TrilinearBackward0(Node):
 
 def bilinear_product(input1: Tensor, input2: Tensor, weight: Tensor) -> Tensor:
     """``x1^T W_o x2`` for every output feature ``o``; 2-D inputs (batch, features)."""
-    x1, w, x2 = input1.data, weight.data, input2.data
+    x1, w, x2 = input1._data, weight._data, input2._data
     out = np.einsum("moj,mj->mo", np.tensordot(x1, w, axes=([1], [1])), x2)
     node = new_node(TrilinearBackward0, (input1, weight, input2))
     if node is not None:
@@ -360,7 +360,7 @@ def _check_conv_input(x: np.ndarray, w: np.ndarray, groups: int, nd: int, transp
 def convolution(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
                 dilation: Any = 1, groups: int = 1, *, nd: int = 2) -> Tensor:
     """Cross-correlation over ``nd`` (1 or 2) spatial dims, like ``torch.nn.functional.conv{nd}d``."""
-    x, w = input.data, weight.data
+    x, w = input._data, weight._data
     unbatched = _check_conv_input(x, w, groups, nd, False)
     _check_dtypes(x, (weight, bias), "expected scalar type {} but found {}")
     stride = _tuple(stride, nd, "stride")
@@ -393,7 +393,7 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None = None, strid
     else:
         out = out.reshape((n, out_c) + out_hw)
     if bias is not None:
-        out += bias.data.reshape(1, -1, 1, 1)
+        out += bias._data.reshape(1, -1, 1, 1)
     out_shape = ((out_c,) if unbatched else (n, out_c)) + (out_hw if nd == 2 else out_hw[1:])
     node = new_node(ConvolutionBackward0, (input, weight, bias))
     if node is not None:
@@ -409,7 +409,7 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None = None, st
                    padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1, *,
                    nd: int = 2) -> Tensor:
     """Transposed convolution (the adjoint of ``convolution``) over ``nd`` (1 or 2) spatial dims."""
-    x, w = input.data, weight.data
+    x, w = input._data, weight._data
     unbatched = _check_conv_input(x, w, groups, nd, True)
     _check_dtypes(x, (weight, bias), "expected scalar type {} but found {}")
     stride = _tuple(stride, nd, "stride")
@@ -444,7 +444,7 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None = None, st
     full = _col2im(cols, (n, out_c) + full_hw, kernel, (h, wd), stride, dilation)
     out = np.ascontiguousarray(full[:, :, pad[0]:pad[0] + out_hw[0], pad[1]:pad[1] + out_hw[1]])
     if bias is not None:
-        out += bias.data.reshape(1, -1, 1, 1)
+        out += bias._data.reshape(1, -1, 1, 1)
     out_shape = ((out_c,) if unbatched else (n, out_c)) + (out_hw if nd == 2 else out_hw[1:])
     node = new_node(ConvolutionBackward0, (input, weight, bias))
     if node is not None:
@@ -538,7 +538,7 @@ def _window_argmax(xp: np.ndarray, kernel: tuple, out_hw: tuple, stride: tuple, 
 def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """2-D max pooling over (N, C, H, W) or (C, H, W); the first maximum of a window wins."""
-    x = input.data
+    x = input._data
     kernel, stride, pad, dil, out_hw = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode,
                                                   "max_pool2d", True)
     x4 = x.reshape((1,) * (x.ndim == 3) + x.shape)
@@ -559,7 +559,7 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     kw = kernel[1]
     rows = np.arange(out_hw[0]).reshape(-1, 1) * stride[0] - pad[0] + (argpos // kw) * dil[0]
     cols = np.arange(out_hw[1]) * stride[1] - pad[1] + (argpos % kw) * dil[1]
-    indices = (rows.astype(np.int64) * x.shape[-1] + cols).reshape(out.data.shape)
+    indices = (rows.astype(np.int64) * x.shape[-1] + cols).reshape(out._data.shape)
     return out, Tensor._make(indices)
 
 
@@ -596,7 +596,7 @@ def _avg_divisor(size: tuple, kernel: tuple, stride: tuple, pad: tuple, out_hw: 
 def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: Any = None) -> Tensor:
     """2-D average pooling with PyTorch's divisor rules (``count_include_pad``, ``divisor_override``)."""
-    x = input.data
+    x = input._data
     kernel, stride, pad, dil, out_hw = _pool_args(x, kernel_size, stride, padding, 1, ceil_mode,
                                                   "avg_pool2d", False)
     x4 = x.reshape((1,) * (x.ndim == 3) + x.shape)
@@ -637,7 +637,7 @@ def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
 
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     """Adaptive average pooling to ``output_size`` (an int, a pair, or a pair with None entries)."""
-    x = input.data
+    x = input._data
     if x.ndim not in (3, 4):
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {_shape_list(x.shape)}")
     sizes = (output_size, output_size) if isinstance(output_size, (int, np.integer)) or output_size is None \
@@ -674,12 +674,12 @@ class EmbeddingBackward0(Node):
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` picked by the integer ``input``; row ``padding_idx`` gets no gradient."""
-    idx = input.data
+    idx = input._data
     if idx.dtype.kind not in "iu":
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar "
                            f"types: Long, Int; but got {input._type_name()} instead (while checking arguments "
                            "for embedding)")
-    w = weight.data
+    w = weight._data
     num = w.shape[0]
     if idx.size and (idx.min() < -num or idx.max() >= num):
         raise IndexError("index out of range in self")
@@ -699,7 +699,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
 def _renorm_rows(weight: Tensor, rows: np.ndarray, max_norm: float, norm_type: float) -> None:
     """Rescale (in place, without grad) the given rows whose norm exceeds ``max_norm``."""
-    data = weight.data
+    data = weight._data
     picked = data[rows]
     norms = np.linalg.norm(picked.astype(np.float64), ord=norm_type, axis=1)
     scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
@@ -731,7 +731,7 @@ def _pad_pairs(pad: Sequence[int], ndim: int) -> list:
 
 def constant_pad(input: Tensor, pad: Sequence[int], value: float = 0.0) -> Tensor:
     """Pad (or crop, for negative entries) with a constant; ``pad`` starts at the last dim."""
-    x = input.data
+    x = input._data
     pairs = _pad_pairs(pad, x.ndim)
     shape, src, dst = [], [], []
     for size, (lo, hi) in zip(x.shape, pairs):
@@ -778,7 +778,7 @@ _NUMPY_PAD_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"
 
 def index_pad(input: Tensor, pad: Sequence[int], mode: str) -> Tensor:
     """Reflect, replicate or circular padding of the last ``len(pad) // 2`` dims."""
-    x = input.data
+    x = input._data
     n_padded = len(pad) // 2
     if n_padded not in (1, 2, 3) or len(pad) % 2 or x.ndim not in (n_padded + 1, n_padded + 2):
         raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D input tensor. "
@@ -855,21 +855,21 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         invstd = 1.0 / np.sqrt(var + eps)
         xhat = centered * invstd.reshape(shape)
         if running_mean is not None:
-            rm = running_mean.data
+            rm = running_mean._data
             rm[...] = (1.0 - momentum) * rm + momentum * mean
             running_mean._bump_version()
         if running_var is not None:
-            rv = running_var.data
+            rv = running_var._data
             rv[...] = (1.0 - momentum) * rv + momentum * var * (count / (count - 1))
             running_var._bump_version()
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean must be defined in evaluation mode")
-        invstd = (1.0 / np.sqrt(running_var.data + eps)).astype(x.dtype)
-        xhat = (x - running_mean.data.reshape(shape).astype(x.dtype)) * invstd.reshape(shape)
-    out = xhat * weight.data.reshape(shape) if weight is not None else xhat.copy()
+        invstd = (1.0 / np.sqrt(running_var._data + eps)).astype(x.dtype)
+        xhat = (x - running_mean._data.reshape(shape).astype(x.dtype)) * invstd.reshape(shape)
+    out = xhat * weight._data.reshape(shape) if weight is not None else xhat.copy()
     if bias is not None:
-        out += bias.data.reshape(shape)
+        out += bias._data.reshape(shape)
     node = new_node(NativeBatchNormBackward0, (input, weight, bias))
     if node is not None:
         node.axes, node.invstd, node.training, node.count = axes, invstd, training, count
@@ -925,9 +925,9 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
     _check_dtypes(x, (weight, bias), "mixed dtype (CPU): expect parameter to have scalar type of {}")
     axes = tuple(range(x.ndim - k, x.ndim))
     xhat, invstd = _normalise(x, axes, eps)
-    out = xhat * weight.data if weight is not None else xhat.copy()
+    out = xhat * weight._data if weight is not None else xhat.copy()
     if bias is not None:
-        out += bias.data
+        out += bias._data
     node = new_node(NativeLayerNormBackward0, (input, weight, bias))
     if node is not None:
         node.axes, node.invstd = axes, invstd
@@ -970,9 +970,9 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     shape = (1, c) + (1,) * (x.ndim - 2)
     xhat, invstd = _normalise(x.reshape(n, num_groups, -1), (2,), eps)
     xhat = xhat.reshape(x.shape)
-    out = xhat * weight.data.reshape(shape) if weight is not None else xhat.copy()
+    out = xhat * weight._data.reshape(shape) if weight is not None else xhat.copy()
     if bias is not None:
-        out += bias.data.reshape(shape)
+        out += bias._data.reshape(shape)
     node = new_node(NativeGroupNormBackward0, (input, weight, bias))
     if node is not None:
         node.groups, node.invstd = num_groups, invstd
@@ -1109,7 +1109,7 @@ class LeakyReluBackward1(LeakyReluBackward0):
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, *, node_cls: type = LeakyReluBackward0) -> Tensor:
-    x = input.data
+    x = input._data
     out = np.where(x > 0, x, x * negative_slope).astype(x.dtype, copy=False)
     return _unary(node_cls, input, out, slope=negative_slope)
 
@@ -1164,7 +1164,7 @@ class HardtanhBackward0(Node):
 
     def backward(self, g):
         x = self.saved()[0]
-        return g * ((x > self.low) & (x < self.high))
+        return np.where((x > self.low) & (x < self.high), g, np.zeros((), g.dtype))
 
 
 class HardtanhBackward1(HardtanhBackward0):
@@ -1176,7 +1176,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, *,
              node_cls: type = HardtanhBackward0) -> Tensor:
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    x = input.data
+    x = input._data
     out = np.clip(x, min_val, max_val).astype(x.dtype, copy=False)
     return _unary(node_cls, input, out, low=min_val, high=max_val)
 
@@ -1186,7 +1186,8 @@ class HardsigmoidBackward0(Node):
 
     def backward(self, g):
         x = self.saved()[0]
-        return g * ((x > -3.0) & (x < 3.0)) * (1.0 / 6.0)
+        # torch's kernel uses the float32 constant 1/6 for every dtype
+        return np.where((x > -3.0) & (x < 3.0), g * g.dtype.type(np.float32(1.0 / 6.0)), np.zeros((), g.dtype))
 
 
 def hardsigmoid(input: Tensor) -> Tensor:
@@ -1225,11 +1226,11 @@ class ThresholdBackward0(Node):
     __slots__ = ("threshold",)
 
     def backward(self, g):
-        return g * (self.saved()[0] > self.threshold)
+        return np.where(self.saved()[0] > self.threshold, g, np.zeros((), g.dtype))
 
 
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
-    x = input.data
+    x = input._data
     out = np.where(x > threshold, x, np.asarray(value, dtype=x.dtype))
     return _unary(ThresholdBackward0, input, out, threshold=threshold)
 
@@ -1256,8 +1257,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore
              reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of the target classes: ``-input[n, target[n]] * weight[target[n]]``."""
     _reduction_check(reduction)
-    x = input.data
-    t = target.data
+    x = input._data
+    t = target._data
     if t.dtype.kind not in "iu":
         raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
     if x.ndim == 1:
@@ -1286,7 +1287,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore
         raise IndexError(f"Target {int(flat_t[bad][0])} is out of bounds.")
     safe_t = np.where(valid, flat_t, 0)
     if weight is not None:
-        w_rows = weight.data[safe_t].astype(x.dtype) * valid
+        w_rows = weight._data[safe_t].astype(x.dtype) * valid
     else:
         w_rows = valid.astype(x.dtype)
     rows = np.arange(rows_x.shape[0])
@@ -1338,12 +1339,12 @@ def _broadcast_warning(x: np.ndarray, t: np.ndarray) -> None:
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Mean squared error ``(input - target) ** 2`` (optionally weighted), reduced."""
     _reduction_check(reduction)
-    x, t = input.data, target.data
+    x, t = input._data, target._data
     _broadcast_warning(x, t)
     diff = x - t
     loss = diff * diff
     if weight is not None:
-        loss = loss * weight.data
+        loss = loss * weight._data
     node = new_node(MseLossBackward0, (input, target))
     if node is not None:
         node.reduction, node.shape_x, node.shape_t = reduction, x.shape, t.shape
@@ -1387,7 +1388,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean", beta:
     _reduction_check(reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    x, t = input.data, target.data
+    x, t = input._data, target._data
     _broadcast_warning(x, t)
     diff = np.abs(x - t)
     loss = diff if beta == 0 else np.where(diff < beta, 0.5 * diff * diff / beta, diff - 0.5 * beta)
@@ -1404,12 +1405,12 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     _reduction_check(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    x, t = input.data, target.data
+    x, t = input._data, target._data
     _broadcast_warning(x, t)
     diff = np.abs(x - t)
     loss = np.where(diff < delta, 0.5 * diff * diff, delta * (diff - 0.5 * delta)).astype(diff.dtype, copy=False)
     if weight is not None:
-        loss = loss * weight.data
+        loss = loss * weight._data
     node = new_node(HuberLossBackward0, (input, target))
     if node is not None:
         node.reduction, node.shape_x, node.shape_t, node.beta = reduction, x.shape, t.shape, delta
@@ -1440,7 +1441,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          reduction: str = "mean") -> Tensor:
     """``-w (t log x + (1 - t) log(1 - x))`` with the logs clamped at -100, as PyTorch does."""
     _reduction_check(reduction)
-    x, t = input.data, target.data
+    x, t = input._data, target._data
     if x.shape != t.shape:
         raise ValueError(f"Using a target size (gradscope.Size({list(t.shape)})) that is different to the "
                          f"input size (gradscope.Size({list(x.shape)})) is deprecated. Please ensure they have "
@@ -1450,11 +1451,11 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     with np.errstate(divide="ignore"):
         loss = -(t * np.maximum(np.log(x), -100.0) + (1.0 - t) * np.maximum(np.log1p(-x), -100.0))
     if weight is not None:
-        loss = loss * weight.data
+        loss = loss * weight._data
     node = new_node(BinaryCrossEntropyBackward0, (input, target))
     if node is not None:
         node.reduction = reduction
-        node.save(input, target, None if weight is None else Tensor._make(np.broadcast_to(weight.data, x.shape)))
+        node.save(input, target, None if weight is None else Tensor._make(np.broadcast_to(weight._data, x.shape)))
     return result(_reduce(loss.astype(x.dtype, copy=False), reduction), node)
 
 
@@ -1489,7 +1490,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     """Sigmoid + binary cross-entropy in one stable expression; ``pos_weight`` weighs the positive term."""
     _reduction_check(reduction)
-    x, t = input.data, target.data
+    x, t = input._data, target._data
     if x.shape != t.shape:
         raise ValueError(f"Target size (gradscope.Size({list(t.shape)})) must be the same as input size "
                          f"(gradscope.Size({list(x.shape)}))")
@@ -1498,11 +1499,11 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
         loss = (1.0 - t) * x + softplus_neg
         pw = None
     else:
-        pw = np.broadcast_to(pos_weight.data, x.shape)
+        pw = np.broadcast_to(pos_weight._data, x.shape)
         loss = (1.0 - t) * x + ((pw - 1.0) * t + 1.0) * softplus_neg
     w = None
     if weight is not None:
-        w = np.broadcast_to(weight.data, x.shape)
+        w = np.broadcast_to(weight._data, x.shape)
         loss = loss * w
     node = new_node(BinaryCrossEntropyWithLogitsBackward0, (input, target))
     if node is not None:
@@ -1533,7 +1534,7 @@ class KlDivBackward0(Node):
 
 def kl_div_pointwise(input: Tensor, target: Tensor, log_target: bool = False) -> Tensor:
     """Elementwise ``target * (log target - input)`` (0 where target is 0), or its log-target form."""
-    x, t = input.data, target.data
+    x, t = input._data, target._data
     if log_target:
         out = np.exp(t) * (t - x)
     else:
@@ -1544,3 +1545,157 @@ def kl_div_pointwise(input: Tensor, target: Tensor, log_target: bool = False) ->
         node.log_target = log_target
         node.save(input, target)
     return result(np.asarray(out).astype(np.result_type(x, t), copy=False), node)
+
+
+# ====================================================================== resampling (interpolate)
+def _resample_taps(mode: str, size: int, out: int, scale: float | None, align_corners: bool | None,
+                   dtype: np.dtype) -> list:
+    """The taps ``[(index, weight)]`` (each (out,)) of one spatial axis; ``weight`` None for nearest.
+
+    ``scale`` is the user's scale factor (positions then map with ``1 / scale`` instead of
+    ``size / out``). Positions are computed in PyTorch's precision: float32 for nearest, the
+    input's dtype otherwise.
+    """
+    if mode in ("nearest", "nearest-exact"):
+        f32 = np.float32
+        ratio = f32(1.0 / scale) if scale is not None and scale > 0 else f32(size) / f32(out)
+        offset = f32(0.5) if mode == "nearest-exact" else f32(0.0)
+        position = (np.arange(out, dtype=f32) + offset) * ratio
+        return [(np.minimum(np.floor(position).astype(np.int64), size - 1), None)]
+    dst = np.arange(out, dtype=dtype)
+    if align_corners:
+        ratio = dtype.type(size - 1) / dtype.type(out - 1) if out > 1 else dtype.type(0.0)
+        src = dst * ratio
+    else:
+        ratio = dtype.type(1.0 / scale) if scale is not None and scale > 0 else dtype.type(size) / dtype.type(out)
+        src = (dst + dtype.type(0.5)) * ratio - dtype.type(0.5)
+        if mode != "bicubic":
+            src = np.maximum(src, dtype.type(0.0))
+    floor = np.floor(src)
+    base = floor.astype(np.int64)
+    frac = src - floor
+    if mode != "bicubic":
+        base = np.minimum(base, size - 1)
+        frac = np.clip(src - base.astype(dtype), 0, 1)
+        upper = np.minimum(base + 1, size - 1)
+        return [(base, 1 - frac), (upper, frac)]
+    a = dtype.type(-0.75)  # PyTorch's bicubic convolution coefficient
+
+    def near(t: np.ndarray) -> np.ndarray:
+        return ((a + 2) * t - (a + 3)) * t * t + 1
+
+    def far(t: np.ndarray) -> np.ndarray:
+        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+
+    weights = (far(frac + 1), near(frac), near(1 - frac), far(2 - frac))
+    return [(np.clip(base + k - 1, 0, size - 1), w) for k, w in enumerate(weights)]
+
+
+def _apply_taps(x: np.ndarray, axis: int, taps: list) -> np.ndarray:
+    out = None
+    for index, weight in taps:
+        picked = np.take(x, index, axis=axis)
+        if weight is not None:
+            shape = [1] * x.ndim
+            shape[axis] = -1
+            picked = picked * weight.astype(x.dtype).reshape(shape)
+        out = picked if out is None else out + picked
+    return out
+
+
+def _apply_taps_adjoint(g: np.ndarray, axis: int, taps: list, size: int) -> np.ndarray:
+    moved = np.moveaxis(g, axis, 0)
+    grad = np.zeros((size,) + moved.shape[1:], dtype=g.dtype)
+    for index, weight in taps:
+        contribution = moved if weight is None else moved * weight.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - 1))
+        np.add.at(grad, index, contribution)
+    return np.moveaxis(grad, 0, axis)
+
+
+class _ResampleBackward(Node):
+    """Separable resampling: each spatial axis maps through a few (index, weight) taps."""
+
+    __slots__ = ("axes_taps", "sizes")
+
+    def backward(self, g):
+        for (axis, taps), size in zip(reversed(self.axes_taps), reversed(self.sizes)):
+            g = _apply_taps_adjoint(g, axis, taps, size)
+        return g
+
+
+_RESAMPLE_NAMES = {"nearest": "UpsampleNearest{}DBackward0", "nearest-exact": "UpsampleNearestExact{}DBackward0",
+                   "linear": "UpsampleLinear1DBackward0", "bilinear": "UpsampleBilinear2DBackward0",
+                   "trilinear": "UpsampleTrilinear3DBackward0", "bicubic": "UpsampleBicubic2DBackward0"}
+_RESAMPLE_CLASSES: dict = {}
+
+
+def _resample_class(mode: str, nd: int) -> type:
+    name = _RESAMPLE_NAMES[mode].format(nd)
+    cls = _RESAMPLE_CLASSES.get(name)
+    if cls is None:
+        cls = _RESAMPLE_CLASSES[name] = type(name, (_ResampleBackward,), {"__slots__": ()})
+    return cls
+
+
+def resample(input: Tensor, out_sizes: tuple, scales: tuple, mode: str, align_corners: bool | None) -> Tensor:
+    """Resize the trailing ``len(out_sizes)`` dims of ``input`` with ``mode``'s taps (see ``interpolate``)."""
+    x = float_input(input)
+    nd = len(out_sizes)
+    axes_taps, sizes = [], []
+    out = x
+    for k, (target, scale) in enumerate(zip(out_sizes, scales)):
+        axis = x.ndim - nd + k
+        taps = _resample_taps(mode, x.shape[axis], target, scale, align_corners, x.dtype)
+        axes_taps.append((axis, taps))
+        sizes.append(x.shape[axis])
+        out = _apply_taps(out, axis, taps)
+    node = new_node(_resample_class(mode, nd), (input,))
+    if node is not None:
+        node.axes_taps, node.sizes = axes_taps, sizes
+    return result(np.ascontiguousarray(out, dtype=x.dtype), node)
+
+
+# ====================================================================== adaptive max pooling
+class _AdaptiveMaxPoolBackward(Node):
+    __slots__ = ("x_shape", "flat_index")
+
+    def backward(self, g):
+        lead = int(np.prod(self.x_shape[:-2])) if len(self.x_shape) > 2 else 1
+        grad = np.zeros((lead, self.x_shape[-2] * self.x_shape[-1]), dtype=g.dtype)
+        rows = np.repeat(np.arange(lead), self.flat_index.size // max(lead, 1))
+        np.add.at(grad, (rows, self.flat_index.reshape(-1)), g.reshape(-1))
+        return grad.reshape(self.x_shape)
+
+
+class AdaptiveMaxPool2DBackward0(_AdaptiveMaxPoolBackward):
+    __slots__ = ()
+
+
+def _adaptive_bounds(size: int, out: int) -> list:
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any) -> tuple:
+    """Adaptive max pooling of the last two dims; returns the output and the flat ``h * W + w`` indices."""
+    x = input.numpy(force=True)
+    if x.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {_shape_list(x.shape)}")
+    sizes = (output_size, output_size) if isinstance(output_size, (int, np.integer)) or output_size is None \
+        else tuple(output_size)
+    out_hw = tuple(x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(sizes))
+    height, width = x.shape[-2:]
+    flat = x.reshape(-1, height, width)
+    values = np.empty((flat.shape[0],) + out_hw, dtype=x.dtype)
+    index = np.empty((flat.shape[0],) + out_hw, dtype=np.int64)
+    for i, (h0, h1) in enumerate(_adaptive_bounds(height, out_hw[0])):
+        for j, (w0, w1) in enumerate(_adaptive_bounds(width, out_hw[1])):
+            window = flat[:, h0:h1, w0:w1].reshape(flat.shape[0], -1)
+            nan = np.isnan(window)
+            best = np.where(nan.any(axis=1), np.argmax(nan, axis=1), np.argmax(window, axis=1))  # NaN wins
+            values[:, i, j] = window[np.arange(window.shape[0]), best]
+            index[:, i, j] = (h0 + best // (w1 - w0)) * width + w0 + best % (w1 - w0)
+    shape = x.shape[:-2] + out_hw
+    node = new_node(AdaptiveMaxPool2DBackward0, (input,))
+    if node is not None:
+        node.x_shape, node.flat_index = x.shape, index
+    return result(values.reshape(shape), node), Tensor._make(index.reshape(shape))

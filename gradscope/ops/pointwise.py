@@ -98,7 +98,7 @@ def abs(input: Tensor) -> Tensor:
     node = new_node(AbsBackward0, (input,))
     if node is not None:
         node.save(input)
-    return result(np.abs(input.data), node)
+    return result(np.abs(input._data), node)
 
 
 class SignBackward0(Node):
@@ -109,7 +109,7 @@ class SignBackward0(Node):
 
 
 def sign(input: Tensor) -> Tensor:
-    return result(np.sign(input.data), new_node(SignBackward0, (input,)))
+    return result(np.sign(input._data), new_node(SignBackward0, (input,)))
 
 
 class SinBackward0(Node):
@@ -161,7 +161,7 @@ class TanhBackward0(Node):
 
 
 def tanh(input: Tensor) -> Tensor:
-    data = input.data
+    data = input._data
     return unary_result(TanhBackward0, np.tanh(data if data.dtype.kind == "f" else data.astype(np.float32)),
                         input)
 
@@ -190,11 +190,12 @@ class ReluBackward0(Node):
     _save_output = True
 
     def backward(self, g):
-        return g * (self.saved_output() > 0)  # relu'(0) = 0
+        # relu'(0) = 0; selected, not multiplied, so a NaN/Inf gradient stops here as in torch
+        return np.where(self.saved_output() > 0, g, np.zeros((), g.dtype))
 
 
 def relu(input: Tensor) -> Tensor:
-    return unary_result(ReluBackward0, np.maximum(input.data, 0), input)
+    return unary_result(ReluBackward0, np.maximum(input._data, 0), input)
 
 
 class ErfBackward0(Node):
@@ -230,7 +231,7 @@ class ClampBackward1(Node):
             mask &= x >= self.low
         if self.high is not None:
             mask &= x <= self.high
-        return g * mask
+        return np.where(mask, g, np.zeros((), g.dtype))
 
 
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
@@ -242,7 +243,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         return out_t if max is None else minimum(out_t, max)
     low = operand(min) if min is not None else None
     high = operand(max) if max is not None else None
-    out = input.data
+    out = input._data
     if low is not None:
         out = np.maximum(out, low)
     if high is not None:
@@ -251,7 +252,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if node is not None:
         node.low, node.high = low, high
         node.save(input)
-    return result(np.asarray(out).astype(input.data.dtype, copy=False), node)
+    return result(np.asarray(out).astype(input._data.dtype, copy=False), node)
 
 
 class MaximumBackward0(Node):
@@ -262,11 +263,11 @@ class MaximumBackward0(Node):
     def backward(self, g):
         (node_a, _), (node_b, _) = self._next
         a, b = self.saved()
-        wins = self._pick(a, b)
-        tie = a == b
-        share_a = np.where(tie, 0.5, wins.astype(g.dtype)).astype(g.dtype)
-        ga = unbroadcast(g * share_a, self.shape_a) if node_a is not None else None
-        gb = unbroadcast(g * (1 - share_a), self.shape_b) if node_b is not None else None
+        wins, loses, tie = self._pick(a, b), self._pick(b, a), a == b
+        zero, half = np.zeros((), g.dtype), g * g.dtype.type(0.5)
+        # selected, not multiplied by a 0/1 mask: the loser gets exactly 0 even where g is NaN (torch)
+        ga = unbroadcast(np.where(wins, g, np.where(tie, half, zero)), self.shape_a) if node_a is not None else None
+        gb = unbroadcast(np.where(loses, g, np.where(tie, half, zero)), self.shape_b) if node_b is not None else None
         return ga, gb
 
 
@@ -326,28 +327,16 @@ def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:
 
 # ---------------------------------------------------------------- predicates (no grad)
 def isnan(input: Tensor) -> Tensor:
-    return Tensor._make(np.isnan(input.data))
+    return Tensor._make(np.isnan(input._data))
 
 
 def isinf(input: Tensor) -> Tensor:
-    return Tensor._make(np.isinf(input.data))
+    return Tensor._make(np.isinf(input._data))
 
 
 def isfinite(input: Tensor) -> Tensor:
-    return Tensor._make(np.isfinite(input.data))
+    return Tensor._make(np.isfinite(input._data))
 
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
-    return Tensor._make(np.nan_to_num(input.data, nan=nan, posinf=posinf, neginf=neginf))
-
-
-def floor(input: Tensor) -> Tensor:
-    return Tensor._make(np.floor(input.data))
-
-
-def ceil(input: Tensor) -> Tensor:
-    return Tensor._make(np.ceil(input.data))
-
-
-def round(input: Tensor, decimals: int = 0) -> Tensor:
-    return Tensor._make(np.round(input.data, decimals))
+    return Tensor._make(np.nan_to_num(input._data, nan=nan, posinf=posinf, neginf=neginf))

@@ -46,9 +46,11 @@ class SumBackward1(SumBackward0):
     __slots__ = ()
 
 
-def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    """Sum over all elements or over ``dim`` (int or tuple)."""
-    data = input.data
+def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, axis: Any = None) -> Tensor:
+    """Sum over all elements or over ``dim`` (int or tuple; ``axis`` is numpy's name for it)."""
+    if axis is not None:
+        dim = axis
+    data = input._data
     axes = _axes(dim, data.ndim)
     np_dtype = dtypes.to_numpy_dtype(dtype) if dtype is not None else None
     if np_dtype is None and data.dtype.kind in "biu":
@@ -77,9 +79,11 @@ def _count(shape: tuple, axes: tuple | None) -> int:
     return int(np.prod([shape[a] for a in axes]))
 
 
-def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    """Mean over all elements or over ``dim``."""
-    data = input.data
+def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, axis: Any = None) -> Tensor:
+    """Mean over all elements or over ``dim`` (``axis`` is numpy's name for it)."""
+    if axis is not None:
+        dim = axis
+    data = input._data
     if data.dtype.kind not in "fc" and dtype is None:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
                            f"point or complex dtype. Got: {input.dtype.name.capitalize()}")
@@ -222,7 +226,7 @@ class MinBackward0(MaxBackward0):
 
 
 def _extreme(input: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Any:
-    data = input.data
+    data = input._data
     if isinstance(dim, Tensor):
         from gradscope.ops.pointwise import maximum, minimum
 
@@ -267,7 +271,7 @@ def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
 
 
 def _amax(input: Tensor, dim: Any, keepdim: bool, is_max: bool) -> Tensor:
-    data = input.data
+    data = input._data
     axes = _axes(dim if dim != () else None, data.ndim)
     out = np.asarray((data.max if is_max else data.min)(axis=axes, keepdims=keepdim if axes is not None else False))
     node = new_node(AmaxBackward0 if is_max else AminBackward0, (input,))
@@ -288,7 +292,7 @@ def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
 
 
 def argmax(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    data = input.data
+    data = input._data
     if dim is None:
         return Tensor._make(np.asarray(np.argmax(data), dtype=np.int64))
     axis = normalize_dim(dim, data.ndim)
@@ -296,7 +300,7 @@ def argmax(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 
 
 def argmin(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    data = input.data
+    data = input._data
     if dim is None:
         return Tensor._make(np.asarray(np.argmin(data), dtype=np.int64))
     axis = normalize_dim(dim, data.ndim)
@@ -304,18 +308,18 @@ def argmin(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 
 
 def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    axes = _axes(dim, input.data.ndim)
-    return Tensor._make(np.asarray(np.any(input.data, axis=axes, keepdims=keepdim if axes is not None else False)))
+    axes = _axes(dim, input._data.ndim)
+    return Tensor._make(np.asarray(np.any(input._data, axis=axes, keepdims=keepdim if axes is not None else False)))
 
 
 def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    axes = _axes(dim, input.data.ndim)
-    return Tensor._make(np.asarray(np.all(input.data, axis=axes, keepdims=keepdim if axes is not None else False)))
+    axes = _axes(dim, input._data.ndim)
+    return Tensor._make(np.asarray(np.all(input._data, axis=axes, keepdims=keepdim if axes is not None else False)))
 
 
 def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
-    axes = _axes(dim, input.data.ndim)
-    return Tensor._make(np.asarray(np.count_nonzero(input.data, axis=axes), dtype=np.int64))
+    axes = _axes(dim, input._data.ndim)
+    return Tensor._make(np.asarray(np.count_nonzero(input._data, axis=axes), dtype=np.int64))
 
 
 # ---------------------------------------------------------------- logsumexp, norm
@@ -478,7 +482,7 @@ class ProdBackward0(Node):
 
 
 def prod(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-    data = input.data
+    data = input._data
     axes = _axes(dim, data.ndim)
     out = np.asarray(data.prod(axis=axes, keepdims=keepdim if axes is not None else False))
     node = new_node(ProdBackward0, (input,))
@@ -496,8 +500,8 @@ class CumsumBackward0(Node):
 
 
 def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
-    axis = normalize_dim(dim, input.data.ndim)
-    out = np.cumsum(input.data, axis=axis)
+    axis = normalize_dim(dim, input._data.ndim)
+    out = np.cumsum(input._data, axis=axis)
     node = new_node(CumsumBackward0, (input,))
     if node is not None:
         node.axis = axis

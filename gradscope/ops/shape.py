@@ -6,16 +6,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from gradscope.autograd import dtypes
+from gradscope.autograd.device import check_device, device as device_type
 from gradscope.autograd.function import new_node, result, results
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import normalize_dim
+from gradscope.ops._util import normalize_dim, operand
 
 
 def _view_result(out: np.ndarray, node: Node | None, base: Tensor) -> Tensor:
     """A result that shares ``base``'s memory also shares its version counter."""
     t = result(out, node)
-    if out.base is not None or out is base.data:
+    if out.base is not None or out is base._data:
         t._vc = base._version_counter()
         if base.requires_grad:
             t._view_of_grad = True
@@ -57,20 +58,20 @@ def _infer_shape(shape: tuple, numel: int, current: tuple) -> tuple:
 
 def reshape(input: Tensor, *shape: Any) -> Tensor:
     """Same data with a new shape (a view when possible)."""
-    target = _infer_shape(_sizes(shape), input.data.size, input.data.shape)
-    out = input.data.reshape(target)
+    target = _infer_shape(_sizes(shape), input._data.size, input._data.shape)
+    out = input._data.reshape(target)
     node = new_node(ViewBackward0, (input,))
     if node is not None:
-        node.shape = input.data.shape
+        node.shape = input._data.shape
     return _view_result(out, node, input)
 
 
 def view(input: Tensor, *shape: Any) -> Tensor:
     """A view with a new shape; raises like PyTorch when the strides do not allow it."""
     if len(shape) == 1 and isinstance(shape[0], dtypes.dtype):
-        return Tensor._make(input.data.view(shape[0].np))
-    target = _infer_shape(_sizes(shape), input.data.size, input.data.shape)
-    data = input.data
+        return Tensor._make(input._data.view(shape[0].np))
+    target = _infer_shape(_sizes(shape), input._data.size, input._data.shape)
+    data = input._data
     if not data.flags.c_contiguous and data.size > 1:
         try:
             out = data.view()
@@ -88,16 +89,16 @@ def view(input: Tensor, *shape: Any) -> Tensor:
 
 
 def view_as(input: Tensor, other: Tensor) -> Tensor:
-    return view(input, other.data.shape)
+    return view(input, other._data.shape)
 
 
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
-    return reshape(input, other.data.shape)
+    return reshape(input, other._data.shape)
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    shape = input.data.shape
-    if input.data.ndim == 0:
+    shape = input._data.shape
+    if input._data.ndim == 0:
         return reshape(input, 1)
     start = normalize_dim(start_dim, len(shape))
     end = normalize_dim(end_dim, len(shape))
@@ -110,7 +111,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def unflatten(input: Tensor, dim: int, sizes: Sequence) -> Tensor:
-    shape = input.data.shape
+    shape = input._data.shape
     d = normalize_dim(dim, len(shape))
     sizes = tuple(sizes)
     if -1 in sizes:
@@ -128,7 +129,7 @@ class UnsqueezeBackward0(ViewBackward0):
 
 
 def squeeze(input: Tensor, dim: Any = None) -> Tensor:
-    data = input.data
+    data = input._data
     if dim is None:
         out = data.reshape(tuple(s for s in data.shape if s != 1))
     else:
@@ -145,7 +146,7 @@ def squeeze(input: Tensor, dim: Any = None) -> Tensor:
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    data = input.data
+    data = input._data
     d = normalize_dim(dim, data.ndim + 1)
     out = np.expand_dims(data, d)
     node = new_node(UnsqueezeBackward0, (input,))
@@ -162,12 +163,12 @@ class PermuteBackward0(Node):
 
 
 def permute(input: Tensor, *dims: Any) -> Tensor:
-    dims = normalize_dim(_sizes(dims), input.data.ndim)
-    if sorted(dims) != list(range(input.data.ndim)):
+    dims = normalize_dim(_sizes(dims), input._data.ndim)
+    if sorted(dims) != list(range(input._data.ndim)):
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match "
                            f"the length of the desired ordering of dimensions i.e. input.dim() = "
-                           f"{input.data.ndim} is not equal to len(dims) = {len(dims)}")
-    out = np.transpose(input.data, dims)
+                           f"{input._data.ndim} is not equal to len(dims) = {len(dims)}")
+    out = np.transpose(input._data, dims)
     node = new_node(PermuteBackward0, (input,))
     if node is not None:
         node.inverse = tuple(np.argsort(dims))
@@ -186,9 +187,9 @@ class TBackward0(TransposeBackward0):
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    nd = input.data.ndim
+    nd = input._data.ndim
     d0, d1 = normalize_dim(dim0, nd), normalize_dim(dim1, nd)
-    out = np.swapaxes(input.data, d0, d1) if nd else input.data.view()
+    out = np.swapaxes(input._data, d0, d1) if nd else input._data.view()
     node = new_node(TransposeBackward0, (input,))
     if node is not None:
         node.d0, node.d1 = d0, d1
@@ -200,10 +201,10 @@ swapdims = transpose
 
 
 def t(input: Tensor) -> Tensor:
-    nd = input.data.ndim
+    nd = input._data.ndim
     if nd > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
-    out = input.data.T
+    out = input._data.T
     node = new_node(TBackward0, (input,))
     if node is not None:
         node.d0, node.d1 = (0, 1) if nd == 2 else (0, 0)
@@ -211,7 +212,7 @@ def t(input: Tensor) -> Tensor:
 
 
 def T_property(input: Tensor) -> Tensor:
-    return permute(input, *reversed(range(input.data.ndim)))
+    return permute(input, *reversed(range(input._data.ndim)))
 
 
 def mT(input: Tensor) -> Tensor:
@@ -229,7 +230,7 @@ class ExpandBackward0(Node):
 
 def expand(input: Tensor, *sizes: Any) -> Tensor:
     sizes = _sizes(sizes)
-    data = input.data
+    data = input._data
     lead = len(sizes) - data.ndim
     if lead < 0:
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
@@ -247,7 +248,7 @@ def expand(input: Tensor, *sizes: Any) -> Tensor:
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
-    return expand(input, other.data.shape)
+    return expand(input, other._data.shape)
 
 
 def broadcast_to(input: Tensor, shape: Sequence) -> Tensor:
@@ -269,7 +270,7 @@ class RepeatBackward0(Node):
 
 def repeat(input: Tensor, *sizes: Any) -> Tensor:
     reps = _sizes(sizes)
-    data = input.data
+    data = input._data
     lead = len(reps) - data.ndim
     out = np.tile(data.reshape((1,) * lead + data.shape), reps)
     node = new_node(RepeatBackward0, (input,))
@@ -286,13 +287,13 @@ class CloneBackward0(Node):
 
 
 def clone(input: Tensor, *, memory_format: Any = None) -> Tensor:
-    return result(input.data.copy(), new_node(CloneBackward0, (input,)))
+    return result(input._data.copy(), new_node(CloneBackward0, (input,)))
 
 
 def contiguous(input: Tensor, memory_format: Any = None) -> Tensor:
-    if input.data.flags.c_contiguous:
+    if input._data.flags.c_contiguous:
         return input
-    return result(np.ascontiguousarray(input.data), new_node(CloneBackward0, (input,)))
+    return result(np.ascontiguousarray(input._data), new_node(CloneBackward0, (input,)))
 
 
 class ToCopyBackward0(Node):
@@ -304,31 +305,47 @@ class ToCopyBackward0(Node):
 
 def to_dtype(input: Tensor, dtype: Any) -> Tensor:
     np_dtype = dtypes.to_numpy_dtype(dtype)
-    if input.data.dtype == np_dtype:
+    if input._data.dtype == np_dtype:
         return input
-    out = input.data.astype(np_dtype)
+    out = input._data.astype(np_dtype)
     node = new_node(ToCopyBackward0, (input,)) if np_dtype.kind == "f" else None
     if node is not None:
-        node.dtype = input.data.dtype
+        node.dtype = input._data.dtype
     return result(out, node)
 
 
 def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    """``to(dtype)``, ``to(device)``, ``to(other)``; devices other than cpu are rejected."""
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` and the keyword forms;
+    any device other than the CPU is rejected with a clear error."""
     dtype = kwargs.get("dtype")
     for a in args:
         if isinstance(a, (dtypes.dtype, np.dtype)) or a in (float, int, bool):
             dtype = a
         elif isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, str) and not a.startswith("cpu"):
-            raise RuntimeError(f"gradscope runs on the CPU only; cannot move a tensor to {a!r}")
-    device = kwargs.get("device")
-    if isinstance(device, str) and not device.startswith("cpu"):
-        raise RuntimeError(f"gradscope runs on the CPU only; cannot move a tensor to {device!r}")
-    if dtype is None:
+        elif isinstance(a, (str, device_type, int)) and not isinstance(a, bool):
+            check_device(a)
+        elif a is not None:
+            raise TypeError(f"to() received an invalid combination of arguments: {type(a).__name__}")
+    check_device(kwargs.get("device"))
+    if dtype is None or dtypes.to_numpy_dtype(dtype) == input._data.dtype:
         return input.clone() if kwargs.get("copy") else input
     return to_dtype(input, dtype)
+
+
+def type_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input`` converted to ``other``'s dtype (itself when they already agree)."""
+    return to_dtype(input, other.dtype)
+
+
+def cuda(input: Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
+    """Always an error: gradscope has no CUDA device."""
+    check_device(device_type("cuda", device) if device is None or isinstance(device, int) else device)
+    return input
+
+
+def cpu(input: Tensor, memory_format: Any = None) -> Tensor:
+    return input
 
 
 # ---------------------------------------------------------------- indexing
@@ -339,7 +356,7 @@ def _convert_index(index: Any) -> tuple[Any, bool]:
     advanced = False
     for item in items:
         if isinstance(item, Tensor):
-            item = item.data
+            item = item._data
             advanced = True
             if item.dtype.kind == "f":
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
@@ -394,7 +411,7 @@ def _basic_node_cls(index: Any) -> type:
 def getitem(input: Tensor, index: Any) -> Tensor:
     """``input[index]`` with basic (int, slice, None, ...), advanced and boolean indexing."""
     np_index, advanced = _convert_index(index)
-    data = input.data
+    data = input._data
     try:
         out = data[np_index]
     except IndexError as exc:
@@ -440,18 +457,18 @@ def setitem(input: Tensor, index: Any, value: Any) -> None:
 
     np_index, _ = _convert_index(index)
     value_t = value if isinstance(value, Tensor) else None
-    value_data = value.data if value_t is not None else value
+    value_data = value._data if value_t is not None else value
     needs_graph = check_inplace(input, value_t)
     if not needs_graph:
-        input.data[np_index] = value_data
+        input._data[np_index] = value_data
         input._bump_version()
         return
     node = new_node(IndexPutBackward0, (input, value_t))
     node.index = np_index
     node.value_shape = np.shape(value_data)
-    input.data[np_index] = value_data
+    input._data[np_index] = value_data
     input._bump_version()
-    node._meta = ((input.data.shape, input.data.dtype),)
+    node._meta = ((input._data.shape, input._data.dtype),)
     input.grad_fn = node
     input.requires_grad = True
     input._output_nr = 0
@@ -472,7 +489,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
     tensors = [t for t in tensors]
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    arrays = [t.data for t in tensors]
+    arrays = [t._data for t in tensors]
     nonempty = [a for a in arrays if not (a.ndim == 1 and a.size == 0)]
     axis = normalize_dim(dim, (nonempty or arrays)[0].ndim)
     try:
@@ -509,7 +526,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    arrays = [t.data for t in tensors]
+    arrays = [t._data for t in tensors]
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
         raise RuntimeError(f"stack expects each tensor to be equal size, but got {[list(a.shape) for a in arrays]}")
@@ -522,7 +539,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor
 
 def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
     """Split into chunks of a given size, or of the given list of sizes (views)."""
-    size = input.data.shape[normalize_dim(dim, input.data.ndim)]
+    size = input._data.shape[normalize_dim(dim, input._data.ndim)]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         bounds = [(i, min(i + step, size)) for i in range(0, size, step)] or [(0, 0)]
@@ -535,12 +552,12 @@ def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
         for s in sections:
             bounds.append((start, start + s))
             start += s
-    d = normalize_dim(dim, input.data.ndim)
+    d = normalize_dim(dim, input._data.ndim)
     indices = [(slice(None),) * d + (slice(lo, hi),) for lo, hi in bounds]
     node = new_node(SplitBackward0, (input,))
     if node is not None:
-        node.shape, node.indices = input.data.shape, indices
-    pieces = results([input.data[index] for index in indices], node)
+        node.shape, node.indices = input._data.shape, indices
+    pieces = results([input._data[index] for index in indices], node)
     vc = input._version_counter()
     for piece in pieces:
         piece._vc = vc
@@ -564,14 +581,14 @@ class SplitBackward0(Node):
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
-    size = input.data.shape[normalize_dim(dim, input.data.ndim)]
+    size = input._data.shape[normalize_dim(dim, input._data.ndim)]
     step = -(-size // chunks)
     return split(input, max(step, 1), dim)
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple:
-    d = normalize_dim(dim, input.data.ndim)
-    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input.data.shape[d]))
+    d = normalize_dim(dim, input._data.ndim)
+    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input._data.shape[d]))
 
 
 class FlipBackward0(Node):
@@ -581,9 +598,247 @@ class FlipBackward0(Node):
         return np.flip(g, self.axes)
 
 
-def flip(input: Tensor, dims: Sequence[int]) -> Tensor:
-    axes = normalize_dim(tuple(dims), input.data.ndim)
+def flip(input: Tensor, *dims: Any) -> Tensor:
+    """Reverse the order of entries along ``dims`` (a sequence, or several ints)."""
+    axes = normalize_dim(tuple(_sizes(dims)), input._data.ndim)
     node = new_node(FlipBackward0, (input,))
     if node is not None:
         node.axes = axes
-    return result(np.flip(input.data, axes).copy(), node)
+    return result(np.flip(input._data, axes).copy(), node)
+
+
+def fliplr(input: Tensor) -> Tensor:
+    return flip(input, (1,))
+
+
+def flipud(input: Tensor) -> Tensor:
+    return flip(input, (0,))
+
+
+class RollBackward0(Node):
+    __slots__ = ("shifts", "axes")
+
+    def backward(self, g):
+        return np.roll(g, tuple(-s for s in self.shifts), self.axes)
+
+
+def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    """Rotate entries along ``dims`` by ``shifts`` (the flattened tensor when ``dims`` is None)."""
+    data = input._data
+    shift_tuple = tuple(shifts) if isinstance(shifts, (tuple, list)) else (int(shifts),)
+    if dims is None:
+        flat = reshape(input, -1)
+        return reshape(roll(flat, shift_tuple[0], 0), tuple(data.shape))
+    axes = normalize_dim(tuple(dims) if isinstance(dims, (tuple, list)) else (dims,), data.ndim)
+    if len(axes) != len(shift_tuple):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shift_tuple)}, dims:{len(axes)}")
+    node = new_node(RollBackward0, (input,))
+    if node is not None:
+        node.shifts, node.axes = shift_tuple, axes
+    return result(np.roll(data, shift_tuple, axes), node)
+
+
+def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """Repeat each entry ``repeats`` times (an int or one count per entry) along ``dim``; a lone
+    integer tensor ``t`` gives ``repeat_interleave(arange(len(t)), t)``."""
+    from gradscope.ops.indexing import index_select
+
+    if repeats is None:
+        counts = operand(input).astype(np.int64)
+        return Tensor._make(np.repeat(np.arange(counts.size, dtype=np.int64), counts))
+    if dim is None:
+        input, axis = reshape(input, -1), 0
+    else:
+        axis = normalize_dim(dim, input._data.ndim)
+    length = input._data.shape[axis] if input._data.ndim else 1
+    counts = np.broadcast_to(np.asarray(operand(repeats), dtype=np.int64).reshape(-1), (length,))
+    if np.any(counts < 0):
+        raise RuntimeError("repeats can not be negative")
+    index = np.repeat(np.arange(length, dtype=np.int64), counts)
+    return index_select(input, axis, Tensor._make(index))
+
+
+def tile(input: Tensor, dims: Sequence[int]) -> Tensor:
+    reps = tuple(dims)
+    if len(reps) < input._data.ndim:
+        reps = (1,) * (input._data.ndim - len(reps)) + reps
+    return repeat(input, reps)
+
+
+def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
+    axis = normalize_dim(dim, input._data.ndim)
+    begin = int(start) % input._data.shape[axis] if int(start) < 0 else int(start)
+    return getitem(input, (slice(None),) * axis + (slice(begin, begin + int(length)),))
+
+
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    axis = normalize_dim(dim, input._data.ndim)
+    return getitem(input, (slice(None),) * axis + (int(index),))
+
+
+def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
+    ndim = input._data.ndim
+    src = normalize_dim(tuple(source) if isinstance(source, (tuple, list)) else (source,), ndim)
+    dst = normalize_dim(tuple(destination) if isinstance(destination, (tuple, list)) else (destination,), ndim)
+    order = [d for d in range(ndim) if d not in src]
+    for s, d in sorted(zip(dst, src)):
+        order.insert(s, d)
+    return permute(input, order)
+
+
+class DiagonalBackward0(Node):
+    __slots__ = ("shape", "offset", "axes")
+
+    def backward(self, g):
+        grad = np.zeros(self.shape, dtype=g.dtype)
+        view = np.diagonal(grad, self.offset, *self.axes)
+        view.setflags(write=True)
+        view[...] = g
+        return grad
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal over ``dim1``/``dim2`` as the last dimension (offset above/below)."""
+    axes = normalize_dim((dim1, dim2), input._data.ndim)
+    node = new_node(DiagonalBackward0, (input,))
+    if node is not None:
+        node.shape, node.offset, node.axes = input._data.shape, offset, axes
+    return result(np.diagonal(input._data, offset, *axes).copy(), node)
+
+
+class DiagEmbedBackward0(Node):
+    __slots__ = ("offset",)
+
+    def backward(self, g):
+        return np.diagonal(g, self.offset, -2, -1).copy()
+
+
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices (last two dims) with ``input``'s last dimension on their ``offset`` diagonal."""
+    if (dim1, dim2) not in ((-2, -1), (input._data.ndim - 1, input._data.ndim)):
+        raise NotImplementedError("gradscope's diag_embed places the diagonal in the last two dims only")
+    data = input._data
+    n = data.shape[-1] + abs(offset)
+    out = np.zeros(data.shape[:-1] + (n, n), dtype=data.dtype)
+    view = np.diagonal(out, offset, -2, -1)
+    view.setflags(write=True)
+    view[...] = data
+    node = new_node(DiagEmbedBackward0, (input,))
+    if node is not None:
+        node.offset = offset
+    return result(out, node)
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """A 1-D input becomes a square matrix with it on a diagonal; a 2-D input gives its diagonal."""
+    ndim = input._data.ndim
+    if ndim == 1:
+        return diag_embed(input, diagonal)
+    if ndim == 2:
+        return globals()["diagonal"](input, diagonal)
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {ndim}D")
+
+
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    return diag_embed(reshape(input, -1), offset)
+
+
+def trace(input: Tensor) -> Tensor:
+    from gradscope.ops.reduce import sum as sum_op
+
+    return sum_op(diagonal(input))
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple:
+    shape = np.broadcast_shapes(*(t._data.shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple:
+    """Coordinate grids from 1-D tensors (``indexing='ij'`` by default, or ``'xy'``)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        tensors = tuple(tensors[0])
+    mode = indexing or "ij"
+    if mode not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {mode}")
+    sizes = [t._data.size for t in tensors]
+    if mode == "xy" and len(tensors) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for i, t in enumerate(tensors):
+        position = i
+        if mode == "xy" and len(tensors) >= 2 and i < 2:
+            position = 1 - i
+        shape = [1] * len(tensors)
+        shape[position] = t._data.size
+        grids.append(expand(reshape(t, tuple(shape)), tuple(sizes)))
+    return tuple(grids)
+
+
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Sliding windows of ``size`` (every ``step``) along ``dimension``, as a new last dim."""
+    from gradscope.ops.indexing import index_select
+
+    axis = normalize_dim(dimension, input._data.ndim)
+    length = input._data.shape[axis] if input._data.ndim else 1
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {axis} is {length} but size is {size}")
+    count = (length - size) // step + 1
+    index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    picked = index_select(input, axis, Tensor._make(index.astype(np.int64)))
+    shape = input._data.shape[:axis] + (count, size) + input._data.shape[axis + 1:]
+    return movedim(reshape(picked, shape), axis + 1, -1)
+
+
+def _index_pairs(row: int, col: int, offset: int, lower: bool) -> Tensor:
+    keep = np.tri(row, col, offset, dtype=bool) if lower else ~np.tri(row, col, offset - 1, dtype=bool)
+    return Tensor._make(np.stack(np.nonzero(keep)).astype(np.int64))
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
+                 layout: Any = None) -> Tensor:
+    check_device(device)
+    return _index_pairs(row, col, offset, True)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
+                 layout: Any = None) -> Tensor:
+    check_device(device)
+    return _index_pairs(row, col, offset, False)
+
+
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat(tensors, dim=0 if all(t._data.ndim == 1 for t in tensors) else 1)
+
+
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat([t if t._data.ndim >= 2 else reshape(t, (1, -1)) for t in tensors], dim=0)
+
+
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat([t if t._data.ndim >= 2 else reshape(t, (-1, 1)) for t in tensors], dim=1)
+
+
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    def as_3d(t: Tensor) -> Tensor:
+        if t._data.ndim == 1:
+            return reshape(t, (1, -1, 1))
+        if t._data.ndim == 2:
+            return unsqueeze(t, -1)
+        return t
+
+    return cat([as_3d(t) for t in tensors], dim=2)
+
+
+def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple:
+    """Split into ``n`` nearly equal parts (the first ones one longer), or at the given indices."""
+    axis = normalize_dim(dim, input._data.ndim)
+    length = input._data.shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        n = int(indices_or_sections)
+        sizes = [length // n + (1 if i < length % n else 0) for i in range(n)]
+    else:
+        bounds = [0] + [min(int(i), length) for i in indices_or_sections] + [length]
+        sizes = [max(b - a, 0) for a, b in zip(bounds[:-1], bounds[1:])]
+    return split(input, sizes, axis)

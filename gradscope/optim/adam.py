@@ -69,21 +69,21 @@ class Adam(Optimizer):
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = Tensor._make(np.array(0.0, dtype=np.float32))
-                    state["exp_avg"] = Tensor._make(np.zeros_like(p.data))
-                    state["exp_avg_sq"] = Tensor._make(np.zeros_like(p.data))
+                    state["exp_avg"] = Tensor._make(np.zeros_like(p._data))
+                    state["exp_avg_sq"] = Tensor._make(np.zeros_like(p._data))
                     if amsgrad:
-                        state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(p.data))
-                grad = p._grad.data
+                        state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(p._data))
+                grad = p._grad._data
                 if maximize:
                     grad = -grad
-                step_t = state["step"].data
+                step_t = state["step"]._data
                 step_t += 1
                 if weight_decay != 0:
                     if decoupled:
-                        p.data *= 1 - lr * weight_decay
+                        p._data *= 1 - lr * weight_decay
                     else:
-                        grad = grad + weight_decay * p.data
-                exp_avg, exp_avg_sq = state["exp_avg"].data, state["exp_avg_sq"].data
+                        grad = grad + weight_decay * p._data
+                exp_avg, exp_avg_sq = state["exp_avg"]._data, state["exp_avg_sq"]._data
                 _lerp_(exp_avg, grad, 1 - beta1)
                 exp_avg_sq *= beta2
                 exp_avg_sq += (1 - beta2) * grad * grad
@@ -92,12 +92,12 @@ class Adam(Optimizer):
                 bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
                 step_size = lr / bias_correction1
                 if amsgrad:
-                    max_sq = state["max_exp_avg_sq"].data
+                    max_sq = state["max_exp_avg_sq"]._data
                     np.maximum(max_sq, exp_avg_sq, out=max_sq)
                     denom = np.sqrt(max_sq) / bias_correction2_sqrt + eps
                 else:
                     denom = np.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps
-                p.data += -step_size * exp_avg / denom
+                p._data += -step_size * exp_avg / denom
                 p._bump_version()
         return loss
 

@@ -31,7 +31,12 @@ required = _RequiredParameter()
 
 
 def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
-    """Register ``hook(optimizer, args, kwargs) -> tuple[args, kwargs] | None`` before every step."""
+    """Register ``hook(optimizer, args, kwargs) -> tuple[args, kwargs] | None`` before every step.
+
+    As in PyTorch, ``args`` starts with the optimizer itself; a returned ``(args, kwargs)``
+    replaces the arguments of ``step`` (keep the optimizer first). Global pre hooks run before
+    the optimizer's own; after the step its own post hooks run before the global ones.
+    """
     return add_hook(_global_step_pre_hooks, hook)
 
 
@@ -55,6 +60,7 @@ def _wrap_step(step: Callable) -> Callable:
     def wrapper(self: "Optimizer", *args: Any, **kwargs: Any) -> Any:
         if self.__dict__.get("_stepping"):  # a subclass's step calling super().step(): hooks already ran
             return step(self, *args, **kwargs)
+        args = (self, *args)  # as in PyTorch, hooks see the optimizer as the first positional argument
         for hook in (*_global_step_pre_hooks.values(), *self._step_pre_hooks.values()):
             result = hook(self, args, kwargs)
             if result is not None:
@@ -66,7 +72,7 @@ def _wrap_step(step: Callable) -> Callable:
         self._stepping = True
         try:
             with no_grad():
-                out = step(self, *args, **kwargs)
+                out = step(*args, **kwargs)
         finally:
             self._stepping = False
         for hook in (*self._step_post_hooks.values(), *_global_step_post_hooks.values()):
@@ -86,7 +92,7 @@ class Optimizer:
         defaults: default hyper-parameters, used for groups that do not set them.
 
     Subclasses implement ``step(closure=None)``; it runs under ``no_grad``, updates
-    ``p.data`` in place and bumps each updated parameter's version counter.
+    ``p._data`` in place and bumps each updated parameter's version counter.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -192,7 +198,7 @@ class Optimizer:
                     grad.detach_()
                 else:
                     grad.requires_grad = False
-                grad.data.fill(0)
+                grad._data.fill(0)
                 grad._bump_version()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -277,8 +283,8 @@ def _cast_state(param: Tensor, name: str, value: Any) -> Any:
     if not isinstance(value, Tensor):
         return value
     if name == "step":
-        return Tensor._make(np.array(value.data, dtype=value.data.dtype))
-    data = value.data
-    if param.data.dtype.kind == "f" and data.dtype.kind == "f":
-        data = data.astype(param.data.dtype)
+        return Tensor._make(np.array(value._data, dtype=value._data.dtype))
+    data = value._data
+    if param._data.dtype.kind == "f" and data.dtype.kind == "f":
+        data = data.astype(param._data.dtype)
     return Tensor._make(np.array(data))

@@ -58,33 +58,33 @@ class RMSprop(Optimizer):
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = Tensor._make(np.array(0.0, dtype=np.float32))
-                    state["square_avg"] = Tensor._make(np.zeros_like(p.data))
+                    state["square_avg"] = Tensor._make(np.zeros_like(p._data))
                     if momentum > 0:
-                        state["momentum_buffer"] = Tensor._make(np.zeros_like(p.data))
+                        state["momentum_buffer"] = Tensor._make(np.zeros_like(p._data))
                     if centered:
-                        state["grad_avg"] = Tensor._make(np.zeros_like(p.data))
-                grad = p._grad.data
+                        state["grad_avg"] = Tensor._make(np.zeros_like(p._data))
+                grad = p._grad._data
                 if maximize:
                     grad = -grad
-                state["step"].data += 1
+                state["step"]._data += 1
                 if weight_decay != 0:
-                    grad = grad + weight_decay * p.data
-                square_avg = state["square_avg"].data
+                    grad = grad + weight_decay * p._data
+                square_avg = state["square_avg"]._data
                 square_avg *= alpha
                 square_avg += (1 - alpha) * grad * grad
                 if centered:
-                    grad_avg = state["grad_avg"].data
+                    grad_avg = state["grad_avg"]._data
                     _lerp_(grad_avg, grad, 1 - alpha)
                     avg = np.sqrt(square_avg - grad_avg * grad_avg)
                 else:
                     avg = np.sqrt(square_avg)
                 avg += eps
                 if momentum > 0:
-                    buf = state["momentum_buffer"].data
+                    buf = state["momentum_buffer"]._data
                     buf *= momentum
                     buf += grad / avg
-                    p.data += -lr * buf
+                    p._data += -lr * buf
                 else:
-                    p.data += -lr * grad / avg
+                    p._data += -lr * grad / avg
                 p._bump_version()
         return loss

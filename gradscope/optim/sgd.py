@@ -56,22 +56,22 @@ class SGD(Optimizer):
             for p in group["params"]:
                 if p._grad is None:
                     continue
-                grad = p._grad.data
+                grad = p._grad._data
                 if maximize:
                     grad = -grad
                 if weight_decay != 0:
-                    grad = grad + weight_decay * p.data
+                    grad = grad + weight_decay * p._data
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
                         state["momentum_buffer"] = Tensor._make(np.array(grad, copy=True))
-                        buf_data = state["momentum_buffer"].data
+                        buf_data = state["momentum_buffer"]._data
                     else:
-                        buf_data = buf.data
+                        buf_data = buf._data
                         buf_data *= momentum
                         buf_data += (1 - dampening) * grad
                     grad = grad + momentum * buf_data if nesterov else buf_data
-                p.data += -lr * grad
+                p._data += -lr * grad
                 p._bump_version()
         return loss

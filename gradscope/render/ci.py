@@ -1,6 +1,7 @@
 """Check reports -> CI formats: JUnit XML and GitHub Actions workflow-command annotations."""
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ElementTree
 from typing import TYPE_CHECKING, Mapping
 
@@ -42,7 +43,7 @@ def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] |
     out = []
     for finding in report.findings:
         level = "error" if finding.severity == "error" else "warning"
-        line = lines.get(finding.module or "", 1)
+        line = _line_in(finding.source, file) or lines.get(finding.module or "", 1)
         title = f"gradscope {finding.check}"
         out.append(f"::{level} file={_escape_property(file)},line={line},title={_escape_property(title)}::"
                    f"{_escape_data(finding.message)}")
@@ -54,6 +55,14 @@ def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] |
     out.append(f"gradscope check {summary}: " + ", ".join(f"{c.name}={c.status}" for c in report.checks))
     return "\n".join(out) + "\n"
 
+
+def _line_in(source: str | None, file: str) -> int | None:
+    """The line of a ``file:line`` source when it is in ``file``."""
+    if source is None:
+        return None
+    path, _, line = source.rpartition(":")
+    same = os.path.normpath(path) == os.path.normpath(file) or os.path.abspath(path) == os.path.abspath(file)
+    return int(line) if same and line.isdigit() else None
 
 
 def _findings_of(report: "CheckReport", check_name: str) -> list["Finding"]:

@@ -6,17 +6,21 @@ or ``"-inf"``; a number that does not exist (a parameter without a gradient) is 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
+
+from gradscope.render.names import layer_selected
 
 if TYPE_CHECKING:
     from gradscope.monitor.records import (CheckReport, ClipReport, Finding, InspectReport,
-                                           NonFiniteOrigin, StepRecord, WatchReport)
+                                           NonFiniteOrigin, RunReport, StepRecord, WatchReport)
 
 INSPECT_SCHEMA = "gradscope.inspect/1"
 WATCH_SCHEMA = "gradscope.watch/1"
 WATCH_STEP_SCHEMA = "gradscope.watch.step/1"
 CLIP_SCHEMA = "gradscope.clip/1"
 CHECK_SCHEMA = "gradscope.check/1"
+RUN_SCHEMA = "gradscope.run/1"
+RUN_STEP_SCHEMA = "gradscope.run.step/1"
 
 
 def number(value: float | None) -> float | str | None:
@@ -32,39 +36,48 @@ def number(value: float | None) -> float | str | None:
 
 
 def finding_to_dict(finding: "Finding") -> dict[str, Any]:
-    """``{"check", "severity", "module", "parameter", "message", "value", "threshold"}``."""
+    """``{"check", "severity", "module", "parameter", "message", "value", "threshold", "source",
+    "parameters"}`` (``parameters``: every parameter a per-module finding covers)."""
     return {"check": finding.check, "severity": finding.severity, "module": finding.module,
             "parameter": finding.parameter, "message": finding.message, "value": number(finding.value),
-            "threshold": number(finding.threshold)}
+            "threshold": number(finding.threshold), "source": finding.source,
+            "parameters": list(finding.parameters)}
 
 
-def inspect_to_dict(report: "InspectReport") -> dict[str, Any]:
-    """The ``gradscope.inspect/1`` document."""
+def inspect_to_dict(report: "InspectReport", layers: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``gradscope.inspect/1`` document (``layers``: module-path globs choosing the modules and
+    parameters listed; the totals and findings cover the whole model)."""
+    modules = [m for m in report.modules if layer_selected(m.name, layers)]
+    parameters = [p for p in report.parameters if layer_selected(p.module, layers) or layer_selected(p.name, layers)]
     return {
         "schema": INSPECT_SCHEMA,
         "model": report.model,
         "step": report.step,
         "loss": number(report.loss),
         "total_grad_norm": number(report.total_grad_norm),
-        "modules": [{"name": m.name, "type": m.type, "grad_output_norm": number(m.grad_output_norm),
+        "modules": [{"name": m.name, "type": m.type, "calls": m.calls, "grad_output_norm": number(m.grad_output_norm),
                      "grad_input_norm": number(m.grad_input_norm), "nonfinite": m.nonfinite}
-                    for m in report.modules],
+                    for m in modules],
         "parameters": [{"name": p.name, "module": p.module, "shape": list(p.shape), "has_grad": p.has_grad,
                         "grad_norm": number(p.grad_norm), "grad_mean": number(p.grad_mean),
                         "grad_std": number(p.grad_std), "grad_abs_max": number(p.grad_abs_max),
                         "nonfinite": p.nonfinite, "zero_fraction": number(p.zero_fraction),
                         "param_norm": number(p.param_norm), "grad_to_param": number(p.grad_to_param)}
-                       for p in report.parameters],
+                       for p in parameters],
         "findings": [finding_to_dict(f) for f in report.findings],
     }
 
 
 def origin_to_dict(origin: "NonFiniteOrigin | None") -> dict[str, Any] | None:
-    """``{"step", "phase", "module", "node", "source", "kind"}`` or None."""
+    """``{"step", "phase", "module", "node", "source", "kind", "propagated", "detail"}`` or None.
+
+    ``propagated`` lists the modules that only passed the value on, in the order it reached them.
+    """
     if origin is None:
         return None
     return {"step": origin.step, "phase": origin.phase, "module": origin.module, "node": origin.node,
-            "source": origin.source, "kind": origin.kind}
+            "source": origin.source, "kind": origin.kind, "propagated": list(origin.propagated),
+            "detail": origin.detail}
 
 
 def watch_to_dict(report: "WatchReport") -> dict[str, Any]:
@@ -77,6 +90,12 @@ def watch_to_dict(report: "WatchReport") -> dict[str, Any]:
         "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm)}
                     for r in report.history],
         "bundle": report.bundle,
+        "divergence": None if report.divergence is None else {
+            "step": report.divergence.step, "loss_before": number(report.divergence.loss_before),
+            "loss_after": number(report.divergence.loss_after),
+            "update_ratios": {name: number(ratio) for name, ratio in report.divergence.update_ratios},
+            "zeroed_layers": list(report.divergence.zeroed_layers)},
+        "findings": [finding_to_dict(f) for f in report.findings],
     }
 
 
@@ -107,6 +126,44 @@ def check_to_dict(report: "CheckReport") -> dict[str, Any]:
     return {
         "schema": CHECK_SCHEMA,
         "passed": report.passed,
+        "waived": report.waived,
         "checks": [{"name": c.name, "status": c.status, "message": c.message} for c in report.checks],
         "findings": [finding_to_dict(f) for f in report.findings],
     }
+
+
+def run_origin_to_dict(origin: "NonFiniteOrigin | None", rank: int | None = None) -> dict[str, Any] | None:
+    """``{"step", "rank", "phase", "module", "node", "source", "kind"}`` or None."""
+    data = origin_to_dict(origin)
+    if data is None:
+        return None
+    return {"step": data["step"], "rank": rank, **{key: data[key] for key in ("phase", "module", "node", "source",
+                                                                                "kind")}}
+
+
+def run_to_dict(report: "RunReport", rank: int | None = None) -> dict[str, Any]:
+    """The ``gradscope.run/1`` document."""
+    return {
+        "schema": RUN_SCHEMA,
+        "status": report.status,
+        "steps_run": report.steps_run,
+        "first_nonfinite": run_origin_to_dict(report.first_nonfinite, rank),
+        "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm),
+                     "skipped": r.skipped} for r in report.history],
+    }
+
+
+def run_step_to_dict(record: "StepRecord") -> dict[str, Any]:
+    """One ``run --log`` line (``gradscope.run.step/1``); ``clipped`` holds the norms after ``--clip``."""
+    data: dict[str, Any] = {
+        "schema": RUN_STEP_SCHEMA, "step": record.step, "loss": number(record.loss),
+        "total_grad_norm": number(record.total_grad_norm),
+        "layers": {name: number(norm) for name, norm in record.layer_norms},
+        "parameters": {name: number(norm) for name, norm in record.parameter_norms},
+        "nonfinite": record.nonfinite,
+        "skipped": record.skipped,
+    }
+    if record.clipped_total_grad_norm is not None:
+        data["clipped"] = {"total_grad_norm": number(record.clipped_total_grad_norm),
+                           "parameters": {name: number(norm) for name, norm in record.clipped_parameter_norms}}
+    return data

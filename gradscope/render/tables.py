@@ -4,20 +4,23 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from gradscope.render.layout import Column, FittedTable, cell_width
+from gradscope.render.names import layer_selected, module_label
+
 if TYPE_CHECKING:
-    from gradscope.monitor.records import (CheckReport, ClipReport, Finding, InspectReport,
-                                           NonFiniteOrigin, StepRecord, WatchReport)
+    from gradscope.monitor.records import (CheckReport, ClipReport, Divergence, Finding, InspectReport,
+                                           NonFiniteOrigin, RunReport, StepRecord, WatchReport)
 
 BAR_LOW = -12.0
 BAR_HIGH = 4.0
 BAR_WIDTH = 16
 _BLOCKS = " ▏▎▍▌▋▊▉█"
 _SPARKS = "▁▂▃▄▅▆▇█"
-_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim"}
 
 
@@ -32,13 +35,6 @@ def fmt(value: float | None) -> str:
     if value == 0:
         return "0"
     return f"{value:.3g}"
-
-
-def module_label(name: str | None) -> str:
-    """How a module path is shown: the root module as ``(model)``."""
-    if name is None:
-        return "(outside modules)"
-    return name or "(model)"
 
 
 def norm_bar(value: float | None, low: float = BAR_LOW, high: float = BAR_HIGH, width: int = BAR_WIDTH) -> Text:
@@ -74,72 +70,184 @@ def findings_view(findings: Iterable["Finding"]) -> RenderableType:
     findings = list(findings)
     if not findings:
         return Text("No findings: gradients look healthy.", style="green")
-    lines = [Text(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}:", style="bold")]
+    counts = ", ".join(f"{n} {severity}{'s' if n != 1 and severity != 'info' else ''}" for severity, n in
+                       ((severity, sum(f.severity == severity for f in findings))
+                        for severity in ("error", "warning", "info")) if n)
+    heading = Text(f"{len(findings)} finding{'s' if len(findings) != 1 else ''} ({counts}):", style="bold")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(ratio=1, overflow="fold")
     for finding in findings:
-        line = Text("  ")
-        line.append(f"{finding.severity:<7}", style=_SEVERITY_STYLE.get(finding.severity, ""))
-        line.append(f" {finding.check:<19} ", style="bold")
-        line.append(finding.message)
-        lines.append(line)
-    return Group(*lines)
+        grid.add_row(" ", Text(finding.severity, style=_SEVERITY_STYLE.get(finding.severity, "")), finding.check,
+                     finding.message)
+    return Group(heading, grid)
 
 
-def inspect_view(report: "InspectReport") -> RenderableType:
-    """The ``inspect`` view: per-module and per-parameter gradient tables, total norm, findings."""
-    modules = Table(title=f"Gradient flow through modules ({report.model}, step {report.step})",
-                    title_justify="left", header_style="bold")
-    for column in ("module", "type", "calls", "grad_output norm", "grad_input norm", "non-finite"):
-        modules.add_column(column, justify="left" if column in ("module", "type") else "right")
-    modules.add_column(f"log10 |grad_output| [{BAR_LOW:g}, {BAR_HIGH:g}]", no_wrap=True)
-    for record in report.modules:
-        modules.add_row(module_label(record.name), record.type, str(record.calls), fmt(record.grad_output_norm),
-                        fmt(record.grad_input_norm), _count(record.nonfinite), norm_bar(record.grad_output_norm))
+def inspect_view(report: "InspectReport", layers: Sequence[str] = ()) -> RenderableType:
+    """The ``inspect`` view: per-module and per-parameter gradient tables, total norm, findings.
 
-    parameters = Table(title="Parameter gradients", title_justify="left", header_style="bold")
-    for column in ("parameter", "shape", "grad norm", "mean", "std", "abs max", "zeros", "non-finite",
-                   "param norm", "grad/param"):
-        parameters.add_column(column, justify="left" if column in ("parameter", "shape") else "right")
-    parameters.add_column(f"log10 |grad| [{BAR_LOW:g}, {BAR_HIGH:g}]", no_wrap=True)
-    for p in report.parameters:
+    The tables fit the console they are drawn on (see :mod:`gradscope.render.layout`).
+
+    Args:
+        report: what ``inspect`` measured.
+        layers: module-path globs (``--layers``); when given, only matching modules and their
+            parameters are listed (the findings and the totals still cover the whole model).
+    """
+    modules = [m for m in report.modules if layer_selected(m.name, layers)]
+    parameters = [p for p in report.parameters if layer_selected(p.module, layers) or layer_selected(p.name, layers)]
+    module_columns = [Column("module", "left"), Column("type", "left", drop=3), Column("calls", drop=5),
+                      Column("grad_output norm"), Column("grad_input norm", drop=4), Column("non-finite", drop=1),
+                      Column(f"log10 |grad_output| [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=7, stacked=False)]
+    module_rows = [[module_label(m.name), m.type, str(m.calls), fmt(m.grad_output_norm), fmt(m.grad_input_norm),
+                    _count(m.nonfinite), norm_bar(m.grad_output_norm)] for m in modules]
+    parameter_columns = [Column("parameter", "left"), Column("shape", "left", drop=3), Column("grad norm"),
+                         Column("mean", drop=8), Column("std", drop=9), Column("abs max", drop=7),
+                         Column("zeros", drop=6), Column("non-finite", drop=1), Column("param norm", drop=5),
+                         Column("grad/param", drop=4),
+                         Column(f"log10 |grad| [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=10, stacked=False)]
+    parameter_rows = []
+    for p in parameters:
         shape = "x".join(str(size) for size in p.shape) or "scalar"
         if not p.has_grad:
-            parameters.add_row(p.name, shape, Text("no grad", style="bold red"), "-", "-", "-", "-", "-",
-                               fmt(p.param_norm), "-", norm_bar(None))
+            parameter_rows.append([p.name, shape, Text("no grad", style="bold red"), "-", "-", "-", "-", "-",
+                                   fmt(p.param_norm), "-", norm_bar(None)])
             continue
         zeros = f"{p.zero_fraction:.0%}" if p.zero_fraction is not None else "-"
-        parameters.add_row(p.name, shape, fmt(p.grad_norm), fmt(p.grad_mean), fmt(p.grad_std),
-                           fmt(p.grad_abs_max), zeros, _count(p.nonfinite), fmt(p.param_norm),
-                           fmt(p.grad_to_param), norm_bar(p.grad_norm))
-    summary = Text(f"loss {fmt(report.loss)}   total gradient norm {fmt(report.total_grad_norm)}", style="bold")
-    return Group(modules, Text(""), parameters, Text(""), summary, findings_view(report.findings))
+        parameter_rows.append([p.name, shape, fmt(p.grad_norm), fmt(p.grad_mean), fmt(p.grad_std),
+                               fmt(p.grad_abs_max), zeros, _count(p.nonfinite), fmt(p.param_norm),
+                               fmt(p.grad_to_param), norm_bar(p.grad_norm)])
+    parts: list[RenderableType] = [
+        FittedTable(module_columns, module_rows, title=f"Gradient flow through modules ({report.model}, step "
+                                                       f"{report.step})"),
+        Text(""),
+        FittedTable(parameter_columns, parameter_rows, title="Parameter gradients"),
+        Text(""),
+    ]
+    if layers:
+        parts.append(Text(f"--layers {' '.join(layers)}: {len(modules)} of {len(report.modules)} modules, "
+                          f"{len(parameters)} of {len(report.parameters)} parameters", style="dim"))
+    parts.append(Text(f"loss {fmt(report.loss)}   total gradient norm {fmt(report.total_grad_norm)}", style="bold"))
+    parts.append(findings_view(report.findings))
+    return Group(*parts)
 
 
-def watch_table(history: Sequence["StepRecord"], max_rows: int = 20, max_layers: int = 6) -> Table:
-    """The live ``watch`` table: the last ``max_rows`` steps with loss, total and per-layer norms."""
-    layers = [name for name, _ in history[-1].layer_norms][:max_layers] if history else []
-    table = Table(title="gradscope watch", title_justify="left", header_style="bold")
-    table.add_column("step", justify="right")
-    table.add_column("loss", justify="right")
-    table.add_column("total grad norm", justify="right")
-    table.add_column("log10 |grad|", no_wrap=True)
-    for layer in layers:
-        table.add_column(module_label(layer), justify="right")
-    for record in history[-max_rows:]:
-        norms = dict(record.layer_norms)
-        style = "bold red" if record.nonfinite else ""
-        table.add_row(str(record.step), fmt(record.loss), fmt(record.total_grad_norm),
-                      norm_bar(record.total_grad_norm), *(fmt(norms.get(layer)) for layer in layers), style=style)
-    if history:
-        table.caption = f"loss {sparkline([r.loss for r in history])}"
-    return table
+class WatchView:
+    """The live ``watch`` view: progress, loss, then one row per layer with its latest gradient
+    norm, a log10 bar and its trend over the last steps.
+
+    It fits the console it is drawn on: layers that do not fit the height are counted in a
+    "+N more layers" line, columns that do not fit the width are left out (names and numbers are
+    never cut).
+
+    Args:
+        history: the finished steps.
+        total_steps: how many steps the run has, or None.
+        elapsed: seconds since the run started, or None.
+        layers: module-path globs (``--layers``) choosing the layers to list.
+        trend_steps: how many of the last steps the trend sparkline covers.
+        status: what a long operation is doing right now (e.g. localising a NaN), or None.
+    """
+
+    def __init__(self, history: Sequence["StepRecord"], total_steps: int | None = None,
+                 elapsed: float | None = None, layers: Sequence[str] = (), trend_steps: int = 20,
+                 status: str | None = None) -> None:
+        self.history = list(history)
+        self.status = status
+        self.total_steps = total_steps
+        self.elapsed = elapsed
+        self.layers = tuple(layers)
+        self.trend_steps = trend_steps
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        height = options.height or console.height
+        yield from self.parts(max_rows=max(height - 7, 3))
+
+    def parts(self, max_rows: int | None = None) -> list[RenderableType]:
+        """The view's lines and table; at most ``max_rows`` layer rows (None: all)."""
+        header = Text("gradscope watch · " + progress_text(len(self.history), self.total_steps, self.elapsed),
+                      style="bold")
+        status = [Text(self.status, style="yellow")] if self.status else []
+        if not self.history:
+            return [header, *status]
+        last = self.history[-1]
+        header.append(f"   loss {fmt(last.loss)}   total grad norm {fmt(last.total_grad_norm)}")
+        if last.nonfinite:
+            header.append(f"   non-finite {last.nonfinite}", style="bold red")
+        names = [name for name, _ in last.layer_norms if layer_selected(name, self.layers)]
+        shown = names if max_rows is None else names[:max_rows]
+        recent = self.history[-self.trend_steps:]
+        rows, styles = [], []
+        for name in shown:
+            norms = [dict(record.layer_norms).get(name) for record in recent]
+            latest = norms[-1]
+            rows.append([module_label(name), fmt(latest), norm_bar(latest),
+                         sparkline([math.nan if n is None else n for n in norms])])
+            styles.append("bold red" if latest is not None and not math.isfinite(latest) else "")
+        columns = [Column("layer", "left"), Column("grad norm"),
+                   Column(f"log10 |grad| [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=2, stacked=False),
+                   Column(f"last {len(recent)} steps", "left", drop=1)]
+        parts: list[RenderableType] = [header, FittedTable(columns, rows, row_styles=styles)]
+        hidden = len(last.layer_norms) - len(shown)
+        if hidden:
+            parts.append(Text(f"+{hidden} more layer{'s' if hidden != 1 else ''} "
+                              f"(choose which with --layers GLOB)", style="dim"))
+        parts.append(Text(f"loss {sparkline([r.loss for r in recent])}"))
+        return parts + status
 
 
-def watch_line(record: "StepRecord") -> str:
-    """One plain line per step, for when stdout is not a terminal."""
-    layers = " ".join(f"{module_label(name)}={fmt(norm)}" for name, norm in record.layer_norms)
+def watch_table(history: Sequence["StepRecord"], total_steps: int | None = None, elapsed: float | None = None,
+                layers: Sequence[str] = (), status: str | None = None) -> WatchView:
+    """The live ``watch`` view for ``history`` (see :class:`WatchView`)."""
+    return WatchView(history, total_steps=total_steps, elapsed=elapsed, layers=layers, status=status)
+
+
+def progress_text(done: int, total: int | None, elapsed: float | None) -> str:
+    """``step k/N · 3.1s elapsed · about 9s left`` (parts that are not known are left out)."""
+    text = f"step {done}/{total}" if total is not None else f"step {done}"
+    if elapsed is not None:
+        text += f" · {duration(elapsed)} elapsed"
+        if total is not None and 0 < done < total:
+            text += f" · about {duration(elapsed / done * (total - done))} left"
+    return text
+
+
+def duration(seconds: float) -> str:
+    """``0.4s``, ``12s``, ``3m05s``, ``1h02m``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def watch_line(record: "StepRecord", width: int = 160, layers: Sequence[str] = ()) -> str:
+    """One plain line per step, for when stdout is not a terminal.
+
+    The per-layer norms are listed while the line stays within ``width``; for a deeper model the
+    line names the layers with the smallest and the largest norm instead (``--layers`` chooses the
+    layers considered; ``--log`` records all of them).
+    """
     flag = f"  NON-FINITE {record.nonfinite}" if record.nonfinite else ""
-    return f"step {record.step:>4}  loss {fmt(record.loss):>9}  grad_norm {fmt(record.total_grad_norm):>9}  " \
-           f"{layers}{flag}"
+    head = f"step {record.step:>4}  loss {fmt(record.loss):>9}  grad_norm {fmt(record.total_grad_norm):>9}  "
+    selected = [(name, norm) for name, norm in record.layer_norms if layer_selected(name, layers)]
+    listed = " ".join(f"{module_label(name)}={fmt(norm)}" for name, norm in selected)
+    if len(head) + len(listed) + len(flag) <= width or len(selected) <= 2:
+        return f"{head}{listed}{flag}"
+    finite = [(norm, name) for name, norm in selected if math.isfinite(norm)]
+    summary = f"{len(selected)} layers"
+    if finite:
+        low, high = min(finite), max(finite)
+        summary += f": min {module_label(low[1])}={fmt(low[0])} max {module_label(high[1])}={fmt(high[0])}"
+    bad = [name for name, norm in selected if not math.isfinite(norm)]
+    if bad:
+        summary += f" non-finite {module_label(bad[0])}" + (f" +{len(bad) - 1}" if len(bad) > 1 else "")
+    return f"{head}{summary}{flag}"
 
 
 def origin_view(origin: "NonFiniteOrigin") -> RenderableType:
@@ -179,38 +287,61 @@ def watch_summary(report: "WatchReport") -> RenderableType:
         parts.append(origin_view(report.first_nonfinite))
     elif report.status == "nonfinite":
         parts.append(Text("a non-finite value appeared (run with --nan/--inf to locate it)", style="bold red"))
+    if report.divergence is not None:
+        parts.append(divergence_view(report.divergence))
+    if report.findings:
+        parts.append(findings_view(report.findings))
     if report.bundle:
         parts.append(Text(f"replay bundle: {report.bundle}"))
     return Group(*parts)
 
 
+def divergence_view(divergence: "Divergence") -> RenderableType:
+    """The loss jump and the update-to-parameter ratio of every parameter in the update before it
+    (largest first), with the layers whose gradients became exactly zero."""
+    title = (f"The loss jumped from {fmt(divergence.loss_before)} to {fmt(divergence.loss_after)} at step "
+             f"{divergence.step}: the update of step {divergence.step - 1} changed these parameters by")
+    ordered = sorted(divergence.update_ratios, key=lambda item: -item[1] if math.isfinite(item[1]) else -math.inf)
+    rows = [[name, fmt(ratio), norm_bar(ratio)] for name, ratio in ordered]
+    columns = [Column("parameter", "left"), Column("|update| / |parameter|"),
+               Column(f"log10 [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=1, stacked=False)]
+    parts: list[RenderableType] = [FittedTable(columns, rows, title=title)]
+    if divergence.zeroed_layers:
+        parts.append(Text("gradients exactly zero since then: " +
+                          ", ".join(module_label(name) for name in divergence.zeroed_layers), style="bold red"))
+    return Group(*parts)
+
+
 def clip_view(report: "ClipReport") -> RenderableType:
     """Per-parameter gradient norms before and after clipping."""
-    table = Table(title=f"Gradient clipping: mode={report.mode} scope={report.scope} max={fmt(report.max)} "
-                        f"(step {report.steps - 1})", title_justify="left", header_style="bold")
-    table.add_column("parameter")
-    table.add_column("norm before", justify="right")
-    table.add_column("norm after", justify="right")
-    table.add_column("after / before", justify="right")
+    columns = [Column("parameter", "left"), Column("norm before"), Column("norm after"),
+               Column("after / before", drop=1)]
+    rows = []
     for p in report.parameters:
         ratio = (p.norm_after / p.norm_before if p.norm_before and p.norm_after is not None
                  and math.isfinite(p.norm_before) else None)
-        table.add_row(p.name, fmt(p.norm_before), fmt(p.norm_after), fmt(ratio))
+        rows.append([p.name, fmt(p.norm_before), fmt(p.norm_after), fmt(ratio)])
+    title = (f"Gradient clipping: mode={report.mode} scope={report.scope} max={fmt(report.max)} "
+             f"(step {report.steps - 1})")
     summary = Text(f"total gradient norm {fmt(report.total_norm_before)} -> {fmt(report.total_norm_after)}",
                    style="bold")
-    return Group(table, summary)
+    return Group(FittedTable(columns, rows, title=title), summary)
 
 
 def check_view(report: "CheckReport") -> RenderableType:
-    """Each check with pass/fail/skip, then the findings."""
-    table = Table(title=f"gradscope check {report.model}", title_justify="left", header_style="bold")
-    table.add_column("check")
-    table.add_column("status")
-    table.add_column("details")
+    """Each check with pass/fail/skip, then the findings. Check names never wrap; details do."""
+    table = Table(title=f"gradscope check {report.model}", title_justify="left", header_style="bold",
+                  show_edge=False, pad_edge=False)
+    table.add_column("check", width=max([5, *(cell_width(c.name) for c in report.checks)]), no_wrap=True)
+    table.add_column("status", width=6, no_wrap=True)
+    table.add_column("details", ratio=1, overflow="fold")
     for check in report.checks:
         table.add_row(check.name, Text(check.status.upper(), style=_STATUS_STYLE[check.status]), check.message)
     verdict = Text("all checks passed" if report.passed else "some checks failed",
                    style="bold green" if report.passed else "bold red")
+    if report.waived:
+        verdict.append(f" ({report.waived} finding{'s' if report.waived != 1 else ''} waived by ignore)",
+                       style="dim")
     parts: list[RenderableType] = [table, verdict]
     if report.findings:
         parts.append(findings_view(report.findings))
@@ -219,3 +350,47 @@ def check_view(report: "CheckReport") -> RenderableType:
 
 def _count(value: int) -> Text:
     return Text(str(value), style="bold red") if value else Text("0")
+
+
+def run_line(record: "StepRecord") -> str:
+    """The live one-line status of ``run`` (terminal only)."""
+    flag = "  NON-FINITE " + record.nonfinite if record.nonfinite else "  skipped" if record.skipped else ""
+    return f"gradscope: step {record.step}  loss {fmt(record.loss)}  grad_norm {fmt(record.total_grad_norm)}{flag}"
+
+
+def run_summary(report: "RunReport") -> RenderableType:
+    """The closing summary of ``run``: gradient flow per layer over the run, then the findings."""
+    parts: list[RenderableType] = []
+    history = report.history
+    if history:
+        losses = [r.loss for r in history if r.loss is not None] or [math.nan]
+        parts.append(Text(f"gradscope run {report.script}: {report.steps_run} step{'s' if report.steps_run != 1 else ''}"
+                          f"   loss {fmt(losses[0])} -> {fmt(losses[-1])}   {sparkline(losses)}", style="bold"))
+        table = Table(title="Gradient norm per layer over the run", title_justify="left", header_style="bold")
+        table.add_column("layer")
+        for column in ("first", "last", "min", "max"):
+            table.add_column(column, justify="right")
+        table.add_column(f"log10 last [{BAR_LOW:g}, {BAR_HIGH:g}]", no_wrap=True)
+        series: dict[str, list[float]] = {}
+        for record in history:
+            for name, norm in record.layer_norms:
+                if norm is not None:
+                    series.setdefault(name, []).append(norm)
+        for name, values in series.items():
+            finite = [v for v in values if math.isfinite(v)]
+            table.add_row(module_label(name), fmt(values[0]), fmt(values[-1]), fmt(min(finite) if finite else None),
+                          fmt(max(finite) if finite else None), norm_bar(values[-1]))
+        parts.append(table)
+    else:
+        parts.append(Text(f"gradscope run {report.script}: no step completed", style="bold"))
+    if report.status == "interrupted":
+        parts.append(Text("interrupted: the summary covers the steps that finished", style="yellow"))
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    if report.first_nonfinite is not None:
+        parts.append(origin_view(report.first_nonfinite))
+    elif report.status == "nonfinite":
+        parts.append(Text("a non-finite value appeared (run with --nan/--inf to locate it)", style="bold red"))
+    elif report.status == "ok":
+        parts.append(Text("No findings: every loss, gradient and parameter stayed finite.", style="green"))
+    return Group(*parts)

@@ -79,7 +79,7 @@ def inspect_steps(workload: Workload, steps: int) -> float:
             loss = workload.loss_fn(model(inputs), labels)
             loss.backward()
         monitor.module_records()
-        parameter_records(model)
+        parameter_records(model, workload.engine)
         optimizer.step()
     return time.perf_counter() - start
 

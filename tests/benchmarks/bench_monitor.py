@@ -16,6 +16,17 @@ Variants (same methodology as bench_engine.py: alternating blocks, median of per
    ``gradscope.monitor`` (see ``monitor_variants``).
 
 ``torch_plain`` and ``torch_hook`` are PyTorch's versions of 1. and 2., for reference.
+
+What the CLI runs per training step, through the engine adapters (``monitored_step``):
+
+* ``*_watch``: ``gradscope watch --nan --inf`` (a snapshot for localisation, the loss and the
+  squared norms of every gradient and parameter in one host transfer, the SGD step);
+* ``*_inspect``: ``gradscope inspect``'s statistics every step (``GradientMonitor``: tensor hooks
+  on module outputs and node hooks at module inputs; then ``parameter_records``).
+
+on three models: the MLP above (gradscope: no regression; PyTorch: ``torch_watch`` <= 1.15x
+``torch_plain``), and a deep narrow MLP (60 blocks of ``Linear(32, 32)`` + ``Tanh``) on
+gradscope's engine, where per-call costs dominate (targets: watch <= 1.2x, inspect <= 2x).
 """
 from __future__ import annotations
 
@@ -28,6 +39,8 @@ import contextlib  # noqa: E402
 import importlib  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
 from typing import Any, Callable, ContextManager, Iterator  # noqa: E402
 
 from bench_engine import NN_NAMES, mlp_data, mlp_model, nn_layout  # noqa: E402
@@ -143,6 +156,100 @@ def monitor_variants(gs: Any, data: dict[str, Any], unusable: str | None
     }, {}
 
 
+DEEP_BLOCKS = 60
+DEEP_WIDTH = 32
+
+
+def deep_model(nn: Any) -> Any:
+    layers: list[Any] = []
+    for _ in range(DEEP_BLOCKS):
+        layers += [nn.Linear(DEEP_WIDTH, DEEP_WIDTH), nn.Tanh()]
+    return nn.Sequential(*layers, nn.Linear(DEEP_WIDTH, 10))
+
+
+def monitored_step(lib: Any, name: str, make_model: Callable[[Any], Any], inputs: Any, targets: Any,
+                   kind: str, initial: list[np.ndarray] | None = None) -> Variant:
+    """One SGD training step of ``make_model(lib.nn)``: ``kind`` is ``"plain"``, ``"watch"``
+    (``Watcher`` with ``--nan --inf``) or ``"inspect"`` (``GradientMonitor`` + parameter statistics).
+    ``initial``: parameter values to start from (default: the library's initialisation, seed 0)."""
+    from gradscope.loading import Workload as ModelWorkload
+    from gradscope.monitor.monitors import GradientMonitor
+    from gradscope.monitor.stats import parameter_records
+    from gradscope.monitor.watch import Watcher, WatchOptions
+
+    lib.manual_seed(0)
+    model = make_model(lib.nn)
+    optimizer_class = importlib.import_module(lib.__name__ + ".optim").SGD
+    workload = ModelWorkload(model=model, batch_fn=lambda step: (inputs, targets), loss_fn=lib.nn.CrossEntropyLoss(),
+                             optimizer_fn=lambda parameters: optimizer_class(parameters, lr=LEARNING_RATE))
+    engine = workload.engine
+    params = list(model.parameters())
+    for param, array in zip(params, initial or (), strict=bool(initial)):
+        engine.copy_into(param, array)
+    if kind == "watch":
+        watcher = Watcher(workload, WatchOptions(steps=10 ** 12, lr=LEARNING_RATE, nan=True, inf=True))
+        records = watcher.steps()
+
+        def step() -> Any:
+            record = next(records)
+            watcher.history.clear()
+            return record.loss
+    else:
+        optimizer = workload.make_optimizer(LEARNING_RATE)
+        loss_fn = workload.loss_fn
+
+        def step() -> Any:
+            optimizer.zero_grad(set_to_none=True)
+            if kind == "inspect":
+                with GradientMonitor(model, engine) as monitor:
+                    loss = loss_fn(model(inputs), targets)
+                    loss.backward()
+                monitor.module_records()
+                parameter_records(model, engine)
+            else:
+                loss = loss_fn(model(inputs), targets)
+                loss.backward()
+            optimizer.step()
+            return loss
+
+    return Variant(name, step, lambda: [engine.to_numpy(p.grad).copy() for p in params])
+
+
+def deep_workload(gs: Any) -> Workload:
+    """The deep narrow MLP on gradscope's engine: plain, watch and inspect steps."""
+    rng = np.random.default_rng(1)
+    inputs = gs.tensor(rng.standard_normal((64, DEEP_WIDTH), dtype=np.float32))
+    targets = gs.tensor(rng.integers(0, 10, 64))
+    builders = {f"deep_{kind}": (lambda kind=kind: monitored_step(gs, f"deep_{kind}", deep_model, inputs, targets,
+                                                                   kind))
+                for kind in ("plain", "watch", "inspect")}
+    ratios = [Ratio("deep_watch", "deep_plain", 1.2), Ratio("deep_inspect", "deep_plain", 2.0)]
+    return Workload("deep", f"deep narrow MLP ({DEEP_BLOCKS} x Linear({DEEP_WIDTH}, {DEEP_WIDTH}) + Tanh), "
+                    "gradscope: watch / inspect monitoring", builders, ratios, reference="deep_plain",
+                    rtol=1e-4, atol=1e-6)
+
+
+def mlp_monitoring_workload(gs: Any, torch: Any, data: dict[str, Any]) -> Workload:
+    """The MLP's watch / inspect steps through the engine adapters, on both engines."""
+    builders: dict[str, Callable[[], Variant]] = {}
+    skipped: dict[str, str] = {}
+    ratios: list[Ratio] = []
+    for prefix, lib in (("gs", gs), ("torch", torch)):
+        if lib is None:
+            skipped.update({f"{prefix}_{kind}": "not installed" for kind in ("plain", "watch", "inspect")})
+            continue
+        inputs, targets = lib.tensor(data["x"]), lib.tensor(data["y"])
+        for kind in ("plain", "watch", "inspect"):
+            builders[f"{prefix}_{kind}"] = (lambda lib=lib, name=f"{prefix}_{kind}", kind=kind, inputs=inputs,
+                                            targets=targets: monitored_step(lib, name, mlp_model, inputs, targets,
+                                                                            kind, nn_layout(data["params"])))
+        ratios += [Ratio(f"{prefix}_watch", f"{prefix}_plain", 1.15 if prefix == "torch" else None),
+                   Ratio(f"{prefix}_inspect", f"{prefix}_plain")]
+    return Workload("mlp-monitoring", "nn MLP training step: watch --nan / inspect monitoring, both engines",
+                    builders, ratios, reference="gs_plain" if gs is not None else "torch_plain",
+                    rtol=1e-3, atol=1e-5, skipped=skipped)
+
+
 def _optional_module(name: str) -> Any:
     try:
         return importlib.import_module(name)
@@ -182,8 +289,11 @@ def workloads() -> list[Workload]:
               Ratio("gs_plain", "torch_plain"), Ratio("gs_hook", "torch_hook")]
     ratios += [Ratio(name, "gs_plain") for name in ("gs_gradient_monitor", "gs_nonfinite_tracer")]
     reference = "torch_plain" if torch is not None else "gs_plain"
-    return [Workload("monitor", "nn MLP training step (SGD) with hooks / monitors", builders,
-                     ratios, reference=reference, rtol=1e-4, atol=1e-6, skipped=skipped)]
+    result = [Workload("monitor", "nn MLP training step (SGD) with hooks / monitors", builders,
+                       ratios, reference=reference, rtol=1e-4, atol=1e-6, skipped=skipped)]
+    if gs_nn is not None:
+        result += [mlp_monitoring_workload(gs, torch, data), deep_workload(gs)]
+    return result
 
 
 if __name__ == "__main__":

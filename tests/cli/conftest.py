@@ -11,11 +11,29 @@ from click.testing import CliRunner, Result
 from gradscope.cli import cli
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
+ENGINES = ("gradscope", "torch")
+_current = {"engine": "gradscope"}
 
 
 def sample(name: str) -> str:
-    """Path of a sample model file."""
+    """Path of a sample model file: gradscope's, or its PyTorch twin in tests run by ``engine``."""
+    if _current["engine"] == "torch":
+        return str(SAMPLES / "torch" / f"{name}.py")
     return str(SAMPLES / f"{name}.py")
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> Any:
+    """Run the test once per engine; :func:`sample` then gives that engine's sample models."""
+    from tests.cli import conftest as imported  # test modules import this file under its package name
+
+    if request.param == "torch":
+        pytest.importorskip("torch")
+    for state in {id(_current): _current, id(imported._current): imported._current}.values():
+        state["engine"] = request.param
+    yield request.param
+    for state in {id(_current): _current, id(imported._current): imported._current}.values():
+        state["engine"] = "gradscope"
 
 
 class Invoker:

@@ -11,7 +11,7 @@ import pytest
 from gradscope.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTED = ["inspect", "watch", "clip", "check", "replay", "debug", "graph"]
+DOCUMENTED = ["inspect", "watch", "clip", "check", "replay", "debug", "graph", "run"]
 OWN_COMMANDS = {"inspect", "watch", "clip", "check", "replay"}
 
 

@@ -160,5 +160,10 @@ def test_every_command_exits_3_on_model_errors(gradscope, command):
 
 
 def test_replay_model_error(gradscope):
+    from tests.cli.conftest import sample
+
+    gradscope("watch", sample("nan_backward"), "--nan", "--bundle", "bundle.npz", code=1)
     result = gradscope("replay", "bundle.npz", "nope.py", code=3)
     assert "nope.py: model file not found" in result.stderr
+    result = gradscope("replay", "missing.npz", "nope.py", code=2)  # the bundle is checked first
+    assert "missing.npz: replay bundle not found" in result.stderr

@@ -51,7 +51,7 @@ def test_inspect_dict_is_strict_json():
 
 def test_inspect_view_text():
     text = render(tables.inspect_view(INSPECT))
-    assert "(model)" in text and "fc.weight" in text and "no grad" in text
+    assert "model " in text and "(model)" not in text and "fc.weight" in text and "no grad" in text
     assert "aux.weight receives no gradient" in text
 
 
@@ -79,7 +79,8 @@ WATCH = WatchReport(model="m.py", steps_run=4, status="nonfinite", first_nonfini
 def test_watch_dict_and_views():
     document = data.watch_to_dict(WATCH)
     assert document["first_nonfinite"] == {"step": 3, "phase": "backward", "module": "safe_log",
-                                           "node": "LogBackward0", "source": "m.py:7", "kind": "nan"}
+                                           "node": "LogBackward0", "source": "m.py:7", "kind": "nan",
+                                           "propagated": ["relu"], "detail": ORIGIN.detail}
     assert document["history"][1] == {"step": 1, "loss": 0.5, "total_grad_norm": 0.5}
     assert data.step_to_dict(WATCH.history[0])["layers"] == {"fc": 0.5}
     text = render(tables.watch_summary(WATCH))

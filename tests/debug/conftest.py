@@ -50,10 +50,11 @@ class Mlp(nn.Module):
 
 
 class SqrtRelu(nn.Module):
-    """Finite forward, NaN in backward: sqrt'(0) is inf, and relu's mask turns inf * 0 into NaN."""
+    """Finite forward, NaN in backward: sqrt'(0) is inf, and a relu written as a mask product turns
+    inf * 0 into NaN (``gs.relu`` would select 0 there, as torch does)."""
 
     def forward(self, x):
-        return gs.sqrt(gs.relu(x))
+        return gs.sqrt(x * (x > 0).float())
 
 
 class NanBackward(nn.Module):
@@ -104,4 +105,4 @@ def script(cls: type, commands: str, *conditions: str, seed: int = 0) -> tuple[s
 
 
 def grads(model: nn.Module) -> dict[str, np.ndarray | None]:
-    return {name: None if p.grad is None else p.grad.data.copy() for name, p in model.named_parameters()}
+    return {name: None if p.grad is None else p.grad._data.copy() for name, p in model.named_parameters()}

@@ -101,7 +101,7 @@ def test_edit_changes_upstream_gradients_like_a_plain_hook() -> None:
 
     def record(module, grad_output):
         if id(module) in names:  # not the loss module
-            grad_outputs[names[id(module)]] = total_norm([g.data for g in grad_output if g is not None])
+            grad_outputs[names[id(module)]] = total_norm([g._data for g in grad_output if g is not None])
 
     def halve(module, grad_input, grad_output):
         if module is model[2]:
@@ -114,7 +114,7 @@ def test_edit_changes_upstream_gradients_like_a_plain_hook() -> None:
         workload.loss(workload.batch(0)).backward()
     for path in ("0", "1", "2", "3", "4"):
         assert shown[path][2] == number(grad_outputs[path]), path
-        params = [p.grad.data for p in model.get_submodule(path).parameters()]
+        params = [p.grad._data for p in model.get_submodule(path).parameters()]
         assert shown[path][4] == (number(total_norm(params)) if params else "-"), path
     assert shown["2"][6] == "post: scale 0.5"
 

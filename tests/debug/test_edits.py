@@ -21,7 +21,7 @@ def _scale(factor: float) -> Callable:
 
 def _clip_norm(limit: float) -> Callable:
     def edit(grads_: tuple) -> tuple:
-        total = float(np.sqrt(sum(float(np.sum(g.data.astype(np.float64) ** 2)) for g in grads_ if g is not None)))
+        total = float(np.sqrt(sum(float(np.sum(g._data.astype(np.float64) ** 2)) for g in grads_ if g is not None)))
         factor = limit / (total + 1e-6)
         return tuple(None if g is None else (g * factor if factor < 1 else g) for g in grads_)
     return edit

@@ -37,7 +37,7 @@ def test_interactive_session() -> None:
         child.expect_exact("grad_input edited (zero); continuing uses the new value")
         child.expect_exact("(gradscope) ")
         child.sendline("step")
-        child.expect_exact("> stopped at relu (ReLU) · pre")
+        child.expect_exact("> stopped at relu (MaskReLU) · pre")
         child.expect_exact("(gradscope) ")
         child.sendline("quit")
         child.expect(pexpect.EOF)

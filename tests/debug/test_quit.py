@@ -14,17 +14,17 @@ from tests.debug.conftest import Mlp, NanBackward, global_hook_counts, grads, wo
 
 
 def _state(model) -> tuple:
-    return ({n: p.data.copy() for n, p in model.named_parameters()}, grads(model))
+    return ({n: p._data.copy() for n, p in model.named_parameters()}, grads(model))
 
 
 def _assert_same(model, before: tuple) -> None:
     values, old_grads = before
     for name, param in model.named_parameters():
-        np.testing.assert_array_equal(param.data, values[name])
+        np.testing.assert_array_equal(param._data, values[name])
         if old_grads[name] is None:
             assert param.grad is None, name
         else:
-            np.testing.assert_array_equal(param.grad.data, old_grads[name])
+            np.testing.assert_array_equal(param.grad._data, old_grads[name])
 
 
 def _all_nodes(loss) -> list:
@@ -43,7 +43,7 @@ def _all_nodes(loss) -> list:
     ("step; step; step; quit", ()),                # in the middle of backward
     ("quit", ("module fc1 post",)),                # after fc1's parameters accumulated
     ("scale 3; continue; quit", ("module act post", "module fc1 post")),  # after an edit
-    ("print model.fc1.weight.data.fill(7); quit", ("module fc2",)),       # the user changed a value
+    ("print model.fc1.weight._data.fill(7); quit", ("module fc2",)),       # the user changed a value
     ("quit", ("forward module act",)),             # in the forward pass
     ("finish; quit", ("module fc2",)),             # after backward finished
     ("step; step", ()),                            # commands ran out in the middle: same as quit

@@ -71,7 +71,7 @@ def test_parameter_record_statistics_match_numpy():
     grad[1] = 0.0
     grad[2, :3] = 0.0
     layer.weight.grad = gs.tensor(grad)
-    stats = parameter_record("weight", "Linear", layer.weight)
+    stats = parameter_record("weight", "Linear", layer.weight.detach().numpy(), grad)
     assert stats.grad_norm == pytest.approx(float(np.linalg.norm(grad)), rel=1e-6)
     assert stats.grad_mean == pytest.approx(float(grad.mean()), abs=1e-7)
     assert stats.grad_std == pytest.approx(float(grad.std()), rel=1e-5)
@@ -83,5 +83,5 @@ def test_parameter_record_statistics_match_numpy():
     grad[0, 0] = np.nan
     grad[0, 1] = np.inf
     layer.weight.grad = gs.tensor(grad)
-    stats = parameter_record("weight", "Linear", layer.weight)
+    stats = parameter_record("weight", "Linear", layer.weight.detach().numpy(), grad)
     assert stats.nonfinite == 2 and math.isnan(stats.grad_norm)

@@ -39,12 +39,16 @@ def test_watch_yields_records_and_trains():
 def test_watch_update_phase_when_the_step_overflows(tmp_path):
     watcher = Watcher(regression_workload(), WatchOptions(steps=3, lr=1e39, inf=True, nan=True,
                                                           bundle=str(tmp_path / "u.npz")))
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         records = list(watcher.steps())
     origin = watcher.report().first_nonfinite
-    assert len(records) == 1 and records[0].nonfinite == "parameter"
+    # the parameter is seen before step 1's forward pass; the origin is step 0's update
+    assert len(records) == 2 and records[-1].nonfinite == "parameter"
     assert origin.phase == "update" and origin.node == "SGD.step" and origin.step == 0
     assert origin.module in ("0", "2")
+    with np.errstate(over="ignore", invalid="ignore"):
+        replayed = replay(regression_workload(), tmp_path / "u.npz")
+    assert replayed.first_nonfinite == origin and replayed.history[0].nonfinite == "parameter"
 
 
 def test_watch_nan_in_input_data():

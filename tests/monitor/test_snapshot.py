@@ -69,4 +69,4 @@ def test_bundle_errors(tmp_path):
     with pytest.raises(BundleError, match="no metadata"):
         Snapshot.load(tmp_path / "other.npz")
     with pytest.raises(BundleError, match="cannot store a object"):
-        Snapshot.capture(0, model, optimizer, object())
+        Snapshot.capture(0, model, optimizer, object()).save(tmp_path / "object.npz")

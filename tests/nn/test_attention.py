@@ -26,7 +26,7 @@ def _pair(*args, **kwargs):
     ours = nn.MultiheadAttention(*args, **kwargs)
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
     for p, q in zip(ours.parameters(), theirs.parameters()):
-        p.data[...] = q.detach().numpy()
+        p._data[...] = q.detach().numpy()
     return ours, theirs
 
 
@@ -39,7 +39,7 @@ def _inputs(lib, arrays, self_attention):
 
 
 def _close(ours, theirs, rtol=2e-5, atol=2e-6):
-    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(ours._data, theirs.detach().numpy(), rtol=rtol, atol=atol)
 
 
 def _compare(ours, theirs, arrays, self_attention=False, masks=None, **kwargs):
@@ -168,14 +168,14 @@ def test_train_mode_dropout_on_attention_weights():
     q, k, v = (gs.tensor(a) for a in _qkv())
     model.eval()
     eval_out, eval_w = model(q, k, v)
-    np.testing.assert_allclose(eval_w.data.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(eval_w._data.sum(-1), 1.0, rtol=1e-5)
     model.train()
     out, w = model(q, k, v, average_attn_weights=False)
-    dropped = w.data == 0
+    dropped = w._data == 0
     assert 0.3 < dropped.mean() < 0.7
-    kept = w.data[~dropped]
-    assert kept.max() > eval_w.data.max()
-    assert not np.allclose(out.data, eval_out.data)
+    kept = w._data[~dropped]
+    assert kept.max() > eval_w._data.max()
+    assert not np.allclose(out._data, eval_out._data)
 
 
 def test_fully_masked_row_gives_nan_like_torch():
@@ -185,8 +185,8 @@ def test_fully_masked_row_gives_nan_like_torch():
     ours_out, ours_w = ours(*(gs.tensor(a) for a in _qkv()), attn_mask=gs.tensor(mask))
     arrays = _qkv()
     theirs_out, theirs_w = theirs(*(torch.tensor(a) for a in arrays), attn_mask=torch.tensor(mask))
-    assert np.isnan(ours_out.data[1]).all() and np.isnan(theirs_out.detach().numpy()[1]).all()
-    assert np.isfinite(ours_out.data[0]).all()
+    assert np.isnan(ours_out._data[1]).all() and np.isnan(theirs_out.detach().numpy()[1]).all()
+    assert np.isfinite(ours_out._data[0]).all()
 
 
 @pytest.mark.parametrize("options", [{}, {"add_bias_kv": True, "add_zero_attn": True}, {"kdim": 3, "vdim": 2}])
@@ -209,7 +209,7 @@ def _check_parameter_grads(run, model, eps=1e-6):
     model.zero_grad()
     (run() * probe).sum().backward()
     for name, p in model.named_parameters():
-        flat = p.data.reshape(-1)
+        flat = p._data.reshape(-1)
         numeric = np.empty_like(flat)
         with gs.no_grad():
             for j in range(flat.size):
@@ -220,7 +220,7 @@ def _check_parameter_grads(run, model, eps=1e-6):
                 minus = float((run() * probe).sum())
                 flat[j] = original
                 numeric[j] = (plus - minus) / (2 * eps)
-        np.testing.assert_allclose(p.grad.data.reshape(-1), numeric, rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(p.grad._data.reshape(-1), numeric, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize("options", [{}, {"bias": False}, {"add_bias_kv": True}, {"kdim": 3, "vdim": 5}])
@@ -240,12 +240,12 @@ def test_default_init():
     gs.manual_seed(0)
     model = nn.MultiheadAttention(16, 4, add_bias_kv=True)
     bound = np.sqrt(6.0 / (16 + 48))
-    assert np.abs(model.in_proj_weight.data).max() <= bound
-    assert np.abs(model.in_proj_weight.data).max() > 0.9 * bound
-    np.testing.assert_array_equal(model.in_proj_bias.data, 0)
-    np.testing.assert_array_equal(model.out_proj.bias.data, 0)
-    assert np.abs(model.out_proj.weight.data).max() <= 1 / 4
-    assert model.bias_k.data.std() > 0
+    assert np.abs(model.in_proj_weight._data).max() <= bound
+    assert np.abs(model.in_proj_weight._data).max() > 0.9 * bound
+    np.testing.assert_array_equal(model.in_proj_bias._data, 0)
+    np.testing.assert_array_equal(model.out_proj.bias._data, 0)
+    assert np.abs(model.out_proj.weight._data).max() <= 1 / 4
+    assert model.bias_k._data.std() > 0
 
 
 def _raises(fn, expected, phrase):

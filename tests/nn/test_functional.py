@@ -96,10 +96,10 @@ def test_linear_weight_grad_is_contiguous_owned_and_accumulates() -> None:
     w = gs.randn(4, 3, requires_grad=True)
     b = gs.randn(4, requires_grad=True)
     F.linear(x, w, b).sum().backward()
-    first = w.grad.data.copy()
-    assert w.grad.data.flags.c_contiguous and w.grad.data.base is None and b.grad.data.base is None
+    first = w.grad._data.copy()
+    assert w.grad._data.flags.c_contiguous and w.grad._data.base is None and b.grad._data.base is None
     F.linear(x, w, b).sum().backward()
-    np.testing.assert_allclose(w.grad.data, 2 * first, rtol=1e-6)
+    np.testing.assert_allclose(w.grad._data, 2 * first, rtol=1e-6)
 
 
 def test_linear_weight_transpose_node_hooks_see_and_replace_the_gradient() -> None:
@@ -111,7 +111,7 @@ def test_linear_weight_transpose_node_hooks_see_and_replace_the_gradient() -> No
     t_node.register_prehook(lambda go: (seen.append(go[0].shape), (go[0] * 0,))[1])
     out.sum().backward()
     assert seen == [(3, 4)]
-    np.testing.assert_array_equal(w.grad.data, 0)
+    np.testing.assert_array_equal(w.grad._data, 0)
 
 
 @pytest.mark.parametrize("shape", [(4,), (3, 4), (2, 3, 4), (2, 1, 3, 4)])
@@ -173,7 +173,7 @@ def test_inplace_leaky_relu_with_negative_slope_raises_like_torch() -> None:
 def test_inplace_activation_without_grad_writes_input() -> None:
     x = gs.tensor([-1.0, 0.5, 3.0])
     F.hardtanh(x, inplace=True)
-    np.testing.assert_array_equal(x.data, [-1.0, 0.5, 1.0])
+    np.testing.assert_array_equal(x._data, [-1.0, 0.5, 1.0])
     assert x._version == 1
 
 
@@ -244,19 +244,19 @@ def test_dropout_zeroes_with_probability_p_and_scales_survivors() -> None:
     gs.manual_seed(0)
     x = gs.ones(200, 200, requires_grad=True)
     out = F.dropout(x, 0.3)
-    kept = out.data != 0
+    kept = out._data != 0
     assert abs(kept.mean() - 0.7) < 0.01
-    np.testing.assert_allclose(out.data[kept], 1 / 0.7, rtol=1e-6)
+    np.testing.assert_allclose(out._data[kept], 1 / 0.7, rtol=1e-6)
     out.sum().backward()
-    np.testing.assert_allclose(x.grad.data, np.where(kept, 1 / 0.7, 0), rtol=1e-6)
+    np.testing.assert_allclose(x.grad._data, np.where(kept, 1 / 0.7, 0), rtol=1e-6)
     assert out.grad_fn.name() == "MulBackward0"
 
 
 def test_dropout_is_reproducible_with_manual_seed() -> None:
     gs.manual_seed(3)
-    first = F.dropout(gs.ones(50)).data
+    first = F.dropout(gs.ones(50))._data
     gs.manual_seed(3)
-    np.testing.assert_array_equal(first, F.dropout(gs.ones(50)).data)
+    np.testing.assert_array_equal(first, F.dropout(gs.ones(50))._data)
 
 
 def test_dropout_identity_cases_return_the_input() -> None:
@@ -264,7 +264,7 @@ def test_dropout_identity_cases_return_the_input() -> None:
     assert F.dropout(x, 0.5, training=False) is x
     assert F.dropout(x, 0.0) is x
     out = F.dropout(x, 1.0)
-    np.testing.assert_array_equal(out.data, 0)
+    np.testing.assert_array_equal(out._data, 0)
     assert out.requires_grad
 
 
@@ -280,13 +280,13 @@ def test_dropout_inplace_modifies_input_and_backpropagates() -> None:
     out = F.dropout(x, 0.5, inplace=True)
     assert out is x
     out.sum().backward()
-    np.testing.assert_array_equal(leaf.grad.data, out.data)
+    np.testing.assert_array_equal(leaf.grad._data, out._data)
 
 
 @pytest.mark.parametrize("fn, shape, mask_axes", [(F.dropout2d, (4, 6, 3, 3), (2, 3)), (F.dropout1d, (4, 6, 5), (2,))])
 def test_channel_dropout_zeroes_whole_channels(fn: Callable, shape: tuple, mask_axes: tuple) -> None:
     gs.manual_seed(2)
-    out = fn(gs.ones(*shape), 0.5).data
+    out = fn(gs.ones(*shape), 0.5)._data
     per_channel = out.max(axis=mask_axes) == out.min(axis=mask_axes)
     assert per_channel.all() and 0 < (out == 0).mean() < 1
 
@@ -295,7 +295,7 @@ def test_channel_dropout_zeroes_whole_channels(fn: Callable, shape: tuple, mask_
 def test_one_hot_matches_torch() -> None:
     torch = pytest.importorskip("torch")
     idx = np.array([[0, 2], [1, 3]])
-    np.testing.assert_array_equal(F.one_hot(gs.tensor(idx)).data, torch.nn.functional.one_hot(torch.tensor(idx)))
+    np.testing.assert_array_equal(F.one_hot(gs.tensor(idx))._data, torch.nn.functional.one_hot(torch.tensor(idx)))
     ours = F.one_hot(gs.tensor(idx), num_classes=6)
     assert ours.dtype == gs.int64 and ours.shape == (2, 2, 6)
     with pytest.raises(RuntimeError, match="smaller than num_classes"):
@@ -307,8 +307,8 @@ def test_max_pool1d_returns_indices_like_torch() -> None:
     x = rand(2, 3, 9)
     out, idx = F.max_pool1d(gs.tensor(x), 3, 2, 1, return_indices=True)
     ref, ref_idx = torch.nn.functional.max_pool1d(torch.tensor(x), 3, 2, 1, return_indices=True)
-    np.testing.assert_allclose(out.data, ref.numpy())
-    np.testing.assert_array_equal(idx.data, ref_idx.numpy())
+    np.testing.assert_allclose(out._data, ref.numpy())
+    np.testing.assert_array_equal(idx._data, ref_idx.numpy())
 
 
 def test_pad_value_is_rejected_for_non_constant_modes() -> None:

@@ -161,16 +161,16 @@ def test_layer_matches_torch(case: LayerCase, training: bool) -> None:
         out, ins = forward_backward(gs, case, ours, arrays)
         ref, ref_ins = forward_backward(torch, case, theirs, arrays)
         assert out.shape == tuple(ref.shape)
-        assert_close(out.data, ref.detach().numpy(), case.atol, f"output, step {step}")
+        assert_close(out._data, ref.detach().numpy(), case.atol, f"output, step {step}")
         for index, (a, b) in enumerate(zip(ins, ref_ins)):
             if b.requires_grad:
-                assert_close(a.grad.data, b.grad.numpy(), case.atol, f"input {index} grad, step {step}")
+                assert_close(a.grad._data, b.grad.numpy(), case.atol, f"input {index} grad, step {step}")
         ref_params = dict(theirs.named_parameters())
         for name, p in ours.named_parameters():
-            assert_close(p.grad.data, ref_params[name].grad.numpy(), case.atol, f"{name}.grad, step {step}")
+            assert_close(p.grad._data, ref_params[name].grad.numpy(), case.atol, f"{name}.grad, step {step}")
         ref_buffers = dict(theirs.named_buffers())
         for name, b in ours.named_buffers():
-            assert_close(b.data, ref_buffers[name].numpy(), 1e-6, f"buffer {name}, step {step}")
+            assert_close(b._data, ref_buffers[name].numpy(), 1e-6, f"buffer {name}, step {step}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -190,7 +190,7 @@ def gradcheck_module(module: Any, call: Callable, inputs: list) -> bool:
     """Finite-difference check (float64) of ``call(module, *inputs)`` w.r.t. inputs and parameters."""
     module.double()
     named = list(module.named_parameters())
-    params = [gs.tensor(p.data, requires_grad=True) for _, p in named]
+    params = [gs.tensor(p._data, requires_grad=True) for _, p in named]
 
     def fn(*args: Any) -> Any:
         xs, ps = args[:len(inputs)], args[len(inputs):]
@@ -220,8 +220,8 @@ def test_layer_gradcheck_float64(case: LayerCase) -> None:
 
 def test_batch_norm_eval_gradcheck_uses_running_stats() -> None:
     module = nn.BatchNorm2d(2)
-    module.running_mean.data[...] = [0.5, -1.0]
-    module.running_var.data[...] = [2.0, 0.5]
+    module.running_mean._data[...] = [0.5, -1.0]
+    module.running_var._data[...] = [2.0, 0.5]
     module.eval()
     x = gs.tensor(np.random.default_rng(0).standard_normal((2, 2, 2, 2)), requires_grad=True)
     assert gradcheck_module(module, lambda m, t: m(t), [x])
@@ -237,24 +237,24 @@ def test_batch_norm_running_stats_and_counter_follow_torch_over_steps() -> None:
             ours(gs.tensor(x))
             theirs(torch.tensor(x))
         assert int(ours.num_batches_tracked.item()) == 4
-        np.testing.assert_allclose(ours.running_mean.data, theirs.running_mean.numpy(), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(ours.running_var.data, theirs.running_var.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ours.running_mean._data, theirs.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ours.running_var._data, theirs.running_var.numpy(), rtol=1e-5, atol=1e-6)
         ours.eval()
         x = gs.tensor(np.ones((2, 3), np.float32))
-        np.testing.assert_allclose(ours(x).data, theirs.eval()(torch.ones(2, 3)).detach().numpy(), rtol=1e-5)
+        np.testing.assert_allclose(ours(x)._data, theirs.eval()(torch.ones(2, 3)).detach().numpy(), rtol=1e-5)
 
 
 def test_batch_norm_eval_does_not_touch_buffers_and_reset_running_stats() -> None:
     bn = nn.BatchNorm2d(2)
     bn(gs.randn(4, 2, 3, 3) + 3)
-    mean = bn.running_mean.data.copy()
+    mean = bn.running_mean._data.copy()
     bn.eval()
     bn(gs.randn(4, 2, 3, 3))
-    np.testing.assert_array_equal(bn.running_mean.data, mean)
+    np.testing.assert_array_equal(bn.running_mean._data, mean)
     assert bn.num_batches_tracked.item() == 1
     bn.reset_running_stats()
-    np.testing.assert_array_equal(bn.running_mean.data, 0)
-    np.testing.assert_array_equal(bn.running_var.data, 1)
+    np.testing.assert_array_equal(bn.running_mean._data, 0)
+    np.testing.assert_array_equal(bn.running_var._data, 1)
     assert bn.num_batches_tracked.item() == 0
 
 
@@ -270,7 +270,7 @@ def test_dropout_module_trains_and_evaluates() -> None:
     gs.manual_seed(0)
     drop = nn.Dropout(0.25)
     x = gs.ones(100, 100)
-    kept = drop(x).data != 0
+    kept = drop(x)._data != 0
     assert abs(kept.mean() - 0.75) < 0.02
     drop.eval()
     assert drop(x) is x
@@ -292,12 +292,12 @@ def test_embedding_from_pretrained_and_padding_row() -> None:
     ours = nn.Embedding.from_pretrained(gs.tensor(weights), padding_idx=1)
     theirs = torch.nn.Embedding.from_pretrained(torch.tensor(weights), padding_idx=1)
     assert not ours.weight.requires_grad and repr(ours) == repr(theirs)
-    np.testing.assert_array_equal(ours(gs.tensor([[3, 1]])).data, weights[[[3, 1]]])
+    np.testing.assert_array_equal(ours(gs.tensor([[3, 1]]))._data, weights[[[3, 1]]])
     fresh = nn.Embedding(5, 2, padding_idx=3)
-    np.testing.assert_array_equal(fresh.weight.data[3], 0)
+    np.testing.assert_array_equal(fresh.weight._data[3], 0)
     fresh(gs.tensor([3, 3, 0])).sum().backward()
-    np.testing.assert_array_equal(fresh.weight.grad.data[3], 0)
-    np.testing.assert_array_equal(fresh.weight.grad.data[0], 1)
+    np.testing.assert_array_equal(fresh.weight.grad._data[3], 0)
+    np.testing.assert_array_equal(fresh.weight.grad._data[0], 1)
 
 
 def test_conv_transpose_output_size_errors_and_conv_arg_validation() -> None:
@@ -331,10 +331,10 @@ def test_default_init_bounds_like_torch(make: Callable, fan_in: int) -> None:
     gs.manual_seed(0)
     layer = make()
     bound = 1 / math.sqrt(fan_in)
-    w = layer.weight.data
+    w = layer.weight._data
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
     assert abs(w.std() - bound / math.sqrt(3)) < 0.15 * bound
-    b = layer.bias.data
+    b = layer.bias._data
     assert np.abs(b).max() <= bound
     assert layer.weight.dtype == gs.float32 and layer.weight.requires_grad and layer.weight.is_leaf
 
@@ -342,20 +342,20 @@ def test_default_init_bounds_like_torch(make: Callable, fan_in: int) -> None:
 def test_default_init_of_other_layers() -> None:
     gs.manual_seed(0)
     bilinear = nn.Bilinear(16, 3, 200)
-    assert np.abs(bilinear.weight.data).max() <= 0.25 and np.abs(bilinear.bias.data).max() <= 0.25
+    assert np.abs(bilinear.weight._data).max() <= 0.25 and np.abs(bilinear.bias._data).max() <= 0.25
     emb = nn.Embedding(400, 50)
-    assert abs(emb.weight.data.mean()) < 0.02 and abs(emb.weight.data.std() - 1) < 0.02
+    assert abs(emb.weight._data.mean()) < 0.02 and abs(emb.weight._data.std() - 1) < 0.02
     for norm in (nn.BatchNorm1d(4), nn.LayerNorm(4), nn.GroupNorm(2, 4)):
-        np.testing.assert_array_equal(norm.weight.data, 1)
-        np.testing.assert_array_equal(norm.bias.data, 0)
-    np.testing.assert_array_equal(nn.PReLU(2).weight.data, 0.25)
+        np.testing.assert_array_equal(norm.weight._data, 1)
+        np.testing.assert_array_equal(norm.bias._data, 0)
+    np.testing.assert_array_equal(nn.PReLU(2).weight._data, 0.25)
 
 
 def test_default_init_is_reproducible_with_manual_seed_and_respects_dtype() -> None:
     gs.manual_seed(5)
-    first = nn.Linear(3, 2).weight.data.copy()
+    first = nn.Linear(3, 2).weight._data.copy()
     gs.manual_seed(5)
-    np.testing.assert_array_equal(nn.Linear(3, 2).weight.data, first)
+    np.testing.assert_array_equal(nn.Linear(3, 2).weight._data, first)
     assert nn.Conv2d(1, 1, 1, dtype=gs.float64).weight.dtype == gs.float64
 
 
@@ -383,4 +383,4 @@ def test_small_cnn_with_batchnorm_matches_torch_end_to_end() -> None:
         ref.backward()
         np.testing.assert_allclose(loss.item(), ref.item(), rtol=1e-5)
         for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
-            np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+            np.testing.assert_allclose(p.grad._data, q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)

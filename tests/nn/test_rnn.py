@@ -22,7 +22,7 @@ def _copy_weights(ours, theirs):
     assert [n for n, _ in ours_named] == [n for n, _ in theirs_named]
     for (_, p), (_, q) in zip(ours_named, theirs_named):
         assert tuple(p.shape) == tuple(q.shape)
-        p.data[...] = q.detach().numpy()
+        p._data[...] = q.detach().numpy()
 
 
 def _pair(name, *args, **kwargs):
@@ -50,7 +50,7 @@ def _flatten(out):
 
 
 def _assert_close(ours, theirs, rtol=2e-5, atol=2e-6):
-    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(ours._data, theirs.detach().numpy(), rtol=rtol, atol=atol)
 
 
 def _compare(ours, theirs, inputs, use=None):
@@ -144,17 +144,17 @@ def test_train_mode_dropout_between_layers():
     model.eval()
     eval_out, _ = model(x)
     again, _ = model(x)
-    np.testing.assert_array_equal(eval_out.data, again.data)
+    np.testing.assert_array_equal(eval_out._data, again._data)
     model.train()
     first, _ = model(x)
     second, _ = model(x)
-    assert not np.allclose(first.data, eval_out.data)
-    assert not np.allclose(first.data, second.data)
+    assert not np.allclose(first._data, eval_out._data)
+    assert not np.allclose(first._data, second._data)
     first.sum().backward()
     assert all(p.grad is not None for p in model.parameters())
     single = nn.GRU(3, 8, num_layers=2, dropout=0.0)
     single.load_state_dict(model.state_dict())
-    np.testing.assert_array_equal(single(x)[0].data, eval_out.data)
+    np.testing.assert_array_equal(single(x)[0]._data, eval_out._data)
 
 
 @pytest.mark.parametrize("name,extra", [("RNNCell", {}), ("RNNCell", {"nonlinearity": "relu"}), ("LSTMCell", {}),
@@ -240,7 +240,7 @@ def test_default_init_is_uniform_in_torch_bound(module):
     gs.manual_seed(0)
     model = module()
     bound = 1.0 / math.sqrt(16)
-    values = np.concatenate([p.data.ravel() for p in model.parameters()])
+    values = np.concatenate([p._data.ravel() for p in model.parameters()])
     assert values.min() >= -bound and values.max() <= bound
     assert values.min() < -0.9 * bound and values.max() > 0.9 * bound
     assert abs(values.mean()) < 0.02
@@ -320,9 +320,9 @@ def test_no_graph_under_no_grad_and_output_is_not_aliased():
     assert out.grad_fn is None and not out.requires_grad
     out, h_n = model(gs.randn(4, 1, 2))
     assert out.grad_fn.name() == "GruLayerBackward0"
-    expected = out.data[-1].copy()
-    out.data[...] = 0
-    np.testing.assert_array_equal(h_n.data[0], expected)
+    expected = out._data[-1].copy()
+    out._data[...] = 0
+    np.testing.assert_array_equal(h_n._data[0], expected)
 
 
 def test_all_weights_and_flatten_parameters():

@@ -35,14 +35,14 @@ def test_state_dict_round_trip(tmp_path):
     assert list(loaded) == ["w", "count", "inner.b"]
     for key, value in model.state_dict().items():
         assert loaded[key].dtype == value.dtype and loaded[key].shape == value.shape
-        np.testing.assert_array_equal(loaded[key].data, value.data)
+        np.testing.assert_array_equal(loaded[key]._data, value._data)
         assert not loaded[key].requires_grad
     other = Tiny()
     with gs.no_grad():
         for p in other.parameters():
             p.zero_()
     other.load_state_dict(loaded)
-    np.testing.assert_array_equal(other.w.data, model.w.data)
+    np.testing.assert_array_equal(other.w._data, model.w._data)
 
 
 def test_file_is_a_plain_npz_readable_by_numpy(tmp_path):
@@ -101,7 +101,7 @@ def test_optimizer_state_dict_round_trip(tmp_path):
     assert list(loaded["state"]) == [0, 1]
     assert loaded["param_groups"][0]["betas"] == (0.9, 0.999)
     assert loaded["param_groups"][0]["foreach"] is None
-    copies = [nn.Parameter(gs.tensor(p.data.copy())) for p in params]
+    copies = [nn.Parameter(gs.tensor(p._data.copy())) for p in params]
     opt2 = optim.Adam(copies, lr=0.5, amsgrad=True)
     opt2.load_state_dict(loaded)
     for o, ps in ((opt, params), (opt2, copies)):
@@ -109,7 +109,7 @@ def test_optimizer_state_dict_round_trip(tmp_path):
         ((ps[0] ** 2).sum() + (ps[1] * 3).sum()).backward()
         o.step()
     for p, q in zip(params, copies):
-        np.testing.assert_array_equal(p.data, q.data)
+        np.testing.assert_array_equal(p._data, q._data)
 
 
 def test_names_that_cannot_be_member_names_fall_back(tmp_path):
@@ -230,11 +230,11 @@ def test_npz_exported_from_torch_state_dict_gives_same_outputs(tmp_path, name):
               "SequenceModel": lambda: rng.integers(0, 30, (3, 6)),
               "TransformerBlock": lambda: rng.integers(1, 40, (2, 8))}[name]()
     expected = theirs(torch.tensor(inputs)).detach().numpy()
-    np.testing.assert_allclose(ours(gs.tensor(inputs)).data, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ours(gs.tensor(inputs))._data, expected, rtol=1e-4, atol=1e-5)
     if name == "SmallCNN":
         assert int(ours.bn1.num_batches_tracked) == 1 and ours.bn1.num_batches_tracked.dtype == gs.int64
     save(ours.state_dict(), tmp_path / "again.npz")
     reloaded = theirs_ns[name]()
-    reloaded.load_state_dict({k: torch.from_numpy(np.array(v.data)) for k, v in load(tmp_path / "again.npz").items()})
+    reloaded.load_state_dict({k: torch.from_numpy(np.array(v._data)) for k, v in load(tmp_path / "again.npz").items()})
     reloaded.eval()
     np.testing.assert_allclose(reloaded(torch.tensor(inputs)).detach().numpy(), expected, rtol=1e-6, atol=1e-7)

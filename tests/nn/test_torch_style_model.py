@@ -45,7 +45,7 @@ def _pair(name, **kwargs):
 
 
 def _close(ours, theirs, rtol=1e-4, atol=1e-5, what=""):
-    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=rtol, atol=atol, err_msg=what)
+    np.testing.assert_allclose(ours._data, theirs.detach().numpy(), rtol=rtol, atol=atol, err_msg=what)
 
 
 def _check_step(ours, theirs, inputs, target, loss_name):

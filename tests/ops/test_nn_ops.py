@@ -243,8 +243,8 @@ def test_values_and_gradients_match_torch(case: Case, dtype: Any) -> None:
     ours_all = ours if isinstance(ours, tuple) else (ours,)
     theirs_all = theirs if isinstance(theirs, tuple) else (theirs,)
     for a, b in zip(ours_all, theirs_all):
-        assert a.data.dtype == b.detach().numpy().dtype
-        np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=case.rtol, atol=case.atol)
+        assert a._data.dtype == b.detach().numpy().dtype
+        np.testing.assert_allclose(a._data, b.detach().numpy(), rtol=case.rtol, atol=case.atol)
     out, ref = first(ours), first(theirs)
     upstream = np.random.default_rng(1).standard_normal(ref.shape).astype(dtype)
     out.backward(gs.tensor(upstream))
@@ -253,7 +253,7 @@ def test_values_and_gradients_match_torch(case: Case, dtype: Any) -> None:
         if not b.requires_grad:
             continue
         assert a.grad is not None, f"input {index} got no gradient"
-        np.testing.assert_allclose(a.grad.data, b.grad.numpy(), rtol=case.rtol, atol=case.atol,
+        np.testing.assert_allclose(a.grad._data, b.grad.numpy(), rtol=case.rtol, atol=case.atol,
                                    err_msg=f"gradient of input {index}")
 
 
@@ -276,15 +276,15 @@ def test_max_pool_indices_match_torch_with_ties_and_nan() -> None:
     for kernel, stride in ((2, 2), (2, 1), (3, 1)):
         out, idx = gs.nn.functional.max_pool2d(gs.tensor(x), kernel, stride, return_indices=True)
         ref, ref_idx = torch.nn.functional.max_pool2d(torch.tensor(x), kernel, stride, return_indices=True)
-        np.testing.assert_array_equal(out.data, ref.numpy())
-        np.testing.assert_array_equal(idx.data, ref_idx.numpy())
+        np.testing.assert_array_equal(out._data, ref.numpy())
+        np.testing.assert_array_equal(idx._data, ref_idx.numpy())
         assert idx.dtype == gs.int64
 
 
 def test_max_pool_tie_gradient_goes_to_first_maximum() -> None:
     x = gs.tensor([[[[2.0, 2.0], [1.0, 2.0]]]], requires_grad=True)
     gs.nn.functional.max_pool2d(x, 2).sum().backward()
-    np.testing.assert_array_equal(x.grad.data, [[[[1.0, 0.0], [0.0, 0.0]]]])
+    np.testing.assert_array_equal(x.grad._data, [[[[1.0, 0.0], [0.0, 0.0]]]])
 
 
 def test_conv_gradient_of_weight_only_skips_input() -> None:
@@ -323,8 +323,8 @@ def test_batch_norm_updates_running_stats_like_torch() -> None:
     trm, trv = torch.zeros(3), torch.ones(3)
     gs.nn.functional.batch_norm(gs.tensor(x), rm, rv, training=True, momentum=0.3)
     torch.nn.functional.batch_norm(torch.tensor(x), trm, trv, training=True, momentum=0.3)
-    np.testing.assert_allclose(rm.data, trm.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(rv.data, trv.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rm._data, trm.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rv._data, trv.numpy(), rtol=1e-5, atol=1e-6)
     assert rm._version == 1
 
 
@@ -336,8 +336,8 @@ def test_embedding_max_norm_renormalises_rows_in_place_like_torch() -> None:
     theirs = torch.tensor(w)
     out = gs.nn.functional.embedding(gs.tensor(idx), ours, max_norm=1.0)
     ref = torch.nn.functional.embedding(torch.tensor(idx), theirs, max_norm=1.0)
-    np.testing.assert_allclose(out.data, ref.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(ours.data, theirs.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out._data, ref.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours._data, theirs.numpy(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("call, error, phrase", [

@@ -6,8 +6,8 @@ Every catalogue entry (op x input shapes x keyword arguments) goes through three
 2. backward (float64) against central finite differences of that numpy reference (a weighted sum
    of the outputs, so one backward covers every output), then the full Jacobian through
    ``gs.autograd.gradcheck`` (which this also exercises on every op);
-3. values, dtypes and the gradients of every input against PyTorch (float32), when torch is
-   importable.
+3. values, dtypes and the gradients of every input against PyTorch (float32 and float64), when
+   torch is importable.
 
 An entry's ``fn(T, *tensors, **kwargs)`` is written once against the PyTorch API and is called with
 ``T = gradscope`` and, for check 3, ``T = torch``. Value domains keep finite differences away from
@@ -180,6 +180,65 @@ def np_split(x, split_size, dim=0):
     return tuple(np.split(x, np.cumsum(split_size)[:-1], axis=dim))
 
 
+def _np_erf(x):
+    import math
+    return np.vectorize(math.erf)(x)
+
+
+def np_sort(x, dim=-1, descending=False):
+    order = np.argsort(-x if descending else x, axis=dim, kind="stable")
+    return np.take_along_axis(x, order, dim), order.astype(np.int64)
+
+
+def np_topk(x, k, dim=-1, largest=True):
+    values, order = np_sort(x, dim, largest)
+    return np.take(values, range(k), axis=dim), np.take(order, range(k), axis=dim)
+
+
+def np_kth(x, k, dim):
+    values, order = np_sort(x, dim)
+    return np.take(values, k - 1, axis=dim), np.take(order, k - 1, axis=dim)
+
+
+def np_cumextreme(x, dim, is_max):
+    values = (np.maximum if is_max else np.minimum).accumulate(x, axis=dim)
+    moved = np.moveaxis(values, dim, -1)
+    source = np.moveaxis(x, dim, -1)
+    index = np.zeros(moved.shape, dtype=np.int64)
+    for i in range(moved.shape[-1]):
+        index[..., i] = np.where(source[..., i] == moved[..., i], i, index[..., i - 1] if i else 0)
+    return values, np.moveaxis(index, -1, dim)
+
+
+def np_repeat_interleave(x, repeats, dim=None):
+    return np.repeat(x.reshape(-1) if dim is None else x, repeats, axis=0 if dim is None else dim)
+
+
+def np_scatter(x, dim, index, src):
+    out = x.copy()
+    np.put_along_axis(out, index, src[tuple(slice(0, n) for n in index.shape)], dim)
+    return out
+
+
+def np_scatter_add(x, dim, index, src):
+    out = x.copy()
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    np.add.at(out, tuple(grids), src)
+    return out
+
+
+def np_index_add(x, dim, index, src):
+    out = x.copy()
+    np.add.at(np.moveaxis(out, dim, 0), index, np.moveaxis(src, dim, 0))
+    return out
+
+
+def np_cdist(x, y, p=2.0):
+    diff = np.abs(x[..., :, None, :] - y[..., None, :, :])
+    return np.sum(diff ** p, axis=-1) ** (1.0 / p)
+
+
 MASK_34 = np.array([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
 ROWS_3 = np.array([True, False, True])
 
@@ -207,6 +266,33 @@ def _unary_entries() -> list[Op]:
 
 
 POSITIVE = uniform(0.5, 2.0)
+
+
+def _more_unary_entries() -> list[Op]:
+    table = {
+        "reciprocal": (lambda x: 1.0 / x, signed()),
+        "log2": (np.log2, POSITIVE),
+        "log10": (np.log10, POSITIVE),
+        "expm1": (np.expm1, uniform()),
+        "tan": (np.tan, uniform(-1.2, 1.2)),
+        "sinh": (np.sinh, uniform()),
+        "cosh": (np.cosh, uniform()),
+        "asin": (np.arcsin, uniform(-0.9, 0.9)),
+        "acos": (np.arccos, uniform(-0.9, 0.9)),
+        "atan": (np.arctan, uniform()),
+        "asinh": (np.arcsinh, uniform()),
+        "acosh": (np.arccosh, uniform(1.1, 3.0)),
+        "atanh": (np.arctanh, uniform(-0.9, 0.9)),
+        "square": (np.square, uniform()),
+        "rsqrt": (lambda x: 1.0 / np.sqrt(x), POSITIVE),
+        "log1p": (np.log1p, uniform(-0.5, 2.0)),
+        "erf": (_np_erf, uniform()),
+    }
+    entries = []
+    for name, (ref, domain) in table.items():
+        entries.append(Op(f"{name}.function", lambda T, x, n=name: getattr(T, n)(x), ref, UNARY_SHAPES[:2], domain))
+        entries.append(Op(f"{name}.method", lambda T, x, n=name: getattr(x, n)(), ref, UNARY_SHAPES[2:], domain))
+    return entries
 CLAMP_DOMAIN = away_from(-0.5, 0.5, margin=0.05)
 
 CATALOGUE: list[Op] = [
@@ -386,7 +472,125 @@ CATALOGUE: list[Op] = [
     Op("chunk", lambda T, x: x.chunk(2, dim=1), lambda x: np_chunk(x, 2, 1), MATRIX),
     Op("chunk.uneven", lambda T, x: T.chunk(x, 3), lambda x: np_chunk(x, 3), (((5, 2),),)),
     Op("chunk.fewer_than_asked", lambda T, x: x.chunk(4), lambda x: np_chunk(x, 4), (((6,),),)),
+    # ---- more elementwise math ----
+    *_more_unary_entries(),
+    Op("atan2", lambda T, x, y: T.atan2(x, y), np.arctan2, BINARY_SHAPES[:3], (uniform(), signed())),
+    Op("lerp.scalar", lambda T, x, y: x.lerp(y, 0.3), lambda x, y: x + 0.3 * (y - x), BINARY_SHAPES[:3]),
+    Op("lerp.tensor_weight", lambda T, x, y, w: T.lerp(x, y, w), lambda x, y, w: x + w * (y - x),
+       (((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), (3, 4)))),
+    Op("addcmul", lambda T, x, y, z: T.addcmul(x, y, z, value=0.5), lambda x, y, z: x + 0.5 * y * z,
+       (((3, 4), (3, 4), (3, 4)), ((4,), (3, 1), (3, 4)))),
+    Op("addcdiv.method", lambda T, x, y, z: x.addcdiv(y, z, value=-2.0), lambda x, y, z: x - 2.0 * y / z,
+       (((3, 4), (3, 4), (3, 4)),), (uniform(), uniform(), signed())),
+    Op("clamp.tensor_bounds", lambda T, x, lo, hi: x.clamp(min=lo, max=hi),
+       lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), (((3, 4), (3, 4), (3, 4)),),
+       (uniform(), uniform(-2.0, -0.05), uniform(0.05, 2.0))),
+    Op("clamp_min", lambda T, x: x.clamp_min(0.3), lambda x: np.maximum(x, 0.3), UNARY_SHAPES, away_from(0.3)),
+    Op("clamp_max.function", lambda T, x: T.clamp_max(x, -0.3), lambda x: np.minimum(x, -0.3), UNARY_SHAPES,
+       away_from(-0.3)),
+    Op("xlogy", lambda T, x, y: T.xlogy(x, y), lambda x, y: x * np.log(y), BINARY_SHAPES[:3], (uniform(), POSITIVE)),
+    Op("logaddexp", lambda T, x, y: T.logaddexp(x, y), np.logaddexp, BINARY_SHAPES[:3]),
+    Op("fmod", lambda T, x: T.fmod(x, 0.7), lambda x: np.fmod(x, 0.7), UNARY_SHAPES, away_from(0.0, 0.7, -0.7, 1.4, -1.4)),
+    Op("frac", lambda T, x: x.frac(), lambda x: x - np.trunc(x), UNARY_SHAPES, away_from(0.0, 1.0, -1.0)),
+    Op("logit", lambda T, x: x.logit(), lambda x: np.log(x / (1 - x)), UNARY_SHAPES, uniform(0.1, 0.9)),
+    # ---- ordering ----
+    Op("sort", lambda T, x, **kw: x.sort(**kw), lambda x, dim=-1, descending=False: np_sort(x, dim, descending),
+       CUBE, distinct(), kwargs=({}, {"dim": 0}, {"dim": 1, "descending": True})),
+    Op("sort.function", lambda T, x: T.sort(x, 0, True), lambda x: np_sort(x, 0, True), MATRIX, distinct()),
+    Op("topk", lambda T, x, **kw: x.topk(2, **kw), lambda x, dim=-1, largest=True: np_topk(x, 2, dim, largest),
+       CUBE, distinct(), kwargs=({}, {"dim": 0}, {"dim": 1, "largest": False})),
+    Op("topk.function", lambda T, x: T.topk(x, 3), lambda x: np_topk(x, 3, -1, True), MATRIX, distinct()),
+    Op("kthvalue", lambda T, x: x.kthvalue(2, 1), lambda x: np_kth(x, 2, 1), MATRIX, distinct()),
+    Op("median.dim", lambda T, x: x.median(dim=-1), lambda x: np_kth(x, (x.shape[-1] + 1) // 2, -1), CUBE,
+       distinct()),
+    Op("median.all", lambda T, x: x.median(), lambda x: np.sort(x.reshape(-1))[(x.size - 1) // 2], CUBE, distinct()),
+    Op("cummax", lambda T, x: x.cummax(1), lambda x: np_cumextreme(x, 1, True), CUBE, distinct()),
+    Op("cummin.function", lambda T, x: T.cummin(x, 0), lambda x: np_cumextreme(x, 0, False), MATRIX, distinct()),
+    Op("cumsum", lambda T, x, **kw: x.cumsum(**kw), lambda x, dim: np.cumsum(x, dim), CUBE,
+       kwargs=({"dim": 0}, {"dim": -1})),
+    Op("cumprod", lambda T, x, **kw: x.cumprod(**kw), lambda x, dim: np.cumprod(x, dim), CUBE,
+       kwargs=({"dim": 0}, {"dim": -1})),
+    Op("cumprod.with_zero", lambda T, x: T.cumprod(x * T.tensor([1.0, 0.0, 1.0, 1.0]), 1),
+       lambda x: np.cumprod(x * np.array([1.0, 0.0, 1.0, 1.0]), 1), MATRIX),
+    # ---- more shape ops ----
+    Op("roll", lambda T, x, **kw: x.roll(**kw), lambda x, shifts, dims=None: np.roll(x, shifts, dims), CUBE,
+       kwargs=({"shifts": 1, "dims": 0}, {"shifts": (1, -2), "dims": (1, 2)}, {"shifts": 3})),
+    Op("roll.function", lambda T, x: T.roll(x, -1, 1), lambda x: np.roll(x, -1, 1), MATRIX),
+    Op("flip", lambda T, x: x.flip((0, 2)), lambda x: np.flip(x, (0, 2)), CUBE),
+    Op("flip.varargs", lambda T, x: x.flip(0, 2), lambda x: np.flip(x, (0, 2)), CUBE),
+    Op("flip.function", lambda T, x: T.flip(x, [-1]), lambda x: np.flip(x, -1), MATRIX),
+    Op("fliplr", lambda T, x: T.fliplr(x), np.fliplr, MATRIX),
+    Op("repeat_interleave", lambda T, x, **kw: x.repeat_interleave(**kw), np_repeat_interleave, CUBE,
+       kwargs=({"repeats": 2}, {"repeats": 2, "dim": 1}, {"repeats": 3, "dim": -1})),
+    Op("repeat_interleave.counts", lambda T, x: T.repeat_interleave(x, T.tensor([1, 0, 2]), dim=0),
+       lambda x: np.repeat(x, [1, 0, 2], axis=0), MATRIX),
+    Op("tile", lambda T, x: x.tile((2, 1)), lambda x: np.tile(x, (2, 1)), MATRIX),
+    Op("narrow", lambda T, x: x.narrow(1, 1, 2), lambda x: x[:, 1:3], MATRIX),
+    Op("select", lambda T, x: x.select(2, -1), lambda x: x[:, :, -1], CUBE),
+    Op("movedim", lambda T, x: x.movedim(0, -1), lambda x: np.moveaxis(x, 0, -1), CUBE),
+    Op("diagonal", lambda T, x, **kw: x.diagonal(**kw), lambda x, offset=0, dim1=0, dim2=1:
+       np.diagonal(x, offset, dim1, dim2), CUBE, kwargs=({}, {"offset": 1, "dim1": 1, "dim2": 2})),
+    Op("diag.matrix", lambda T, x: T.diag(x, 1), lambda x: np.diag(x, 1), MATRIX),
+    Op("diag.vector", lambda T, x: T.diag(x, -1), lambda x: np.diag(x, -1), (((3,),),)),
+    Op("diag_embed", lambda T, x: T.diag_embed(x), lambda x: x[..., None] * np.eye(x.shape[-1]), (((2, 3),),)),
+    Op("trace", lambda T, x: x.trace(), np.trace, MATRIX),
+    Op("unfold", lambda T, x: x.unfold(1, 2, 1), lambda x: np.stack([x[:, i:i + 2] for i in range(3)], 1),
+       MATRIX),
+    Op("tensor_split", lambda T, x: T.tensor_split(x, 3, dim=1), lambda x: tuple(np.array_split(x, 3, 1)), MATRIX),
+    Op("meshgrid", lambda T, x, y: T.meshgrid(x, y, indexing="ij"), lambda x, y: tuple(np.meshgrid(x, y, indexing="ij")),
+       (((3,), (4,)),)),
+    Op("broadcast_tensors", lambda T, x, y: T.broadcast_tensors(x, y), lambda x, y: tuple(np.broadcast_arrays(x, y)),
+       (((3, 1), (4,)),)),
+    Op("tril.offset", lambda T, x, **kw: x.tril(**kw), lambda x, diagonal=0: np.tril(x, diagonal), MATRIX,
+       kwargs=({"diagonal": 1}, {"diagonal": -1})),
+    Op("triu.offset", lambda T, x, **kw: T.triu(x, **kw), lambda x, diagonal=0: np.triu(x, diagonal), CUBE,
+       kwargs=({"diagonal": 1}, {"diagonal": -2})),
+    # ---- gather / scatter ----
+    Op("gather", lambda T, x: x.gather(1, T.tensor([[0, 0], [3, 1], [2, 2]])),
+       lambda x: np.take_along_axis(x, np.array([[0, 0], [3, 1], [2, 2]]), 1), MATRIX),
+    Op("scatter.src", lambda T, x, s: x.scatter(1, T.tensor([[0, 3], [1, 2], [2, 0]]), s),
+       lambda x, s: np_scatter(x, 1, np.array([[0, 3], [1, 2], [2, 0]]), s), (((3, 4), (3, 2)),)),
+    Op("scatter.value", lambda T, x: T.scatter(x, 0, T.tensor([[2, 0, 1, 2]]), 0.5),
+       lambda x: np_scatter(x, 0, np.array([[2, 0, 1, 2]]), np.full((1, 4), 0.5)), MATRIX),
+    Op("scatter_add", lambda T, x, s: x.scatter_add(0, T.tensor([[0, 1, 0, 2], [0, 0, 2, 2]]), s),
+       lambda x, s: np_scatter_add(x, 0, np.array([[0, 1, 0, 2], [0, 0, 2, 2]]), s), (((3, 4), (2, 4)),)),
+    Op("index_add", lambda T, x, s: x.index_add(0, T.tensor([2, 0, 2]), s, alpha=2.0),
+       lambda x, s: np_index_add(x, 0, np.array([2, 0, 2]), 2.0 * s), (((3, 4), (3, 4)),)),
+    Op("index_fill", lambda T, x: x.index_fill(1, T.tensor([0, 2]), -1.0),
+       lambda x: np.where(np.isin(np.arange(4), [0, 2]), -1.0, x), MATRIX),
+    Op("masked_fill", lambda T, x: x.masked_fill(T.tensor(MASK_34), -1.0), lambda x: np.where(MASK_34, -1.0, x),
+       MATRIX),
+    Op("masked_select", lambda T, x: x.masked_select(T.tensor(ROWS_3[:, None])),
+       lambda x: x[np.broadcast_to(ROWS_3[:, None], x.shape)], MATRIX),
+    Op("take", lambda T, x: T.take(x, T.tensor([[0, 5], [11, 5]])), lambda x: x.reshape(-1)[np.array([[0, 5], [11, 5]])],
+       MATRIX),
+    # ---- products ----
+    Op("bmm", lambda T, x, y: T.bmm(x, y), np.matmul, (((2, 3, 4), (2, 4, 5)),)),
+    Op("baddbmm", lambda T, b, x, y: T.baddbmm(b, x, y, beta=0.5, alpha=2.0),
+       lambda b, x, y: 0.5 * b + 2.0 * np.matmul(x, y), (((2, 3, 5), (2, 3, 4), (2, 4, 5)), ((5,), (2, 3, 4), (2, 4, 5)))),
+    Op("baddbmm.method", lambda T, b, x, y: b.baddbmm(x, y), lambda b, x, y: b + np.matmul(x, y),
+       (((2, 3, 5), (2, 3, 4), (2, 4, 5)),)),
+    Op("addmm", lambda T, b, x, y: T.addmm(b, x, y, alpha=0.5), lambda b, x, y: b + 0.5 * (x @ y),
+       (((3, 5), (3, 4), (4, 5)), ((5,), (3, 4), (4, 5)))),
+    Op("outer", lambda T, x, y: T.outer(x, y), np.outer, (((3,), (4,)),)),
+    Op("outer.method", lambda T, x, y: x.outer(y), np.outer, (((2,), (3,)),)),
+    Op("einsum.matmul", lambda T, x, y: T.einsum("ij,jk->ik", x, y), lambda x, y: x @ y, (((2, 3), (3, 4)),)),
+    Op("einsum.attention", lambda T, q, k: T.einsum("bhqd,bhkd->bhqk", q, k),
+       lambda q, k: np.einsum("bhqd,bhkd->bhqk", q, k), (((2, 2, 3, 4), (2, 2, 5, 4)),)),
+    Op("einsum.ellipsis", lambda T, x, y: T.einsum("...ij,...jk", x, y), np.matmul, (((2, 2, 3), (3, 4)),)),
+    Op("einsum.list_outer_sum", lambda T, x, y: T.einsum("i,j->", [x, y]), lambda x, y: np.einsum("i,j->", x, y),
+       (((3,), (4,)),)),
+    Op("einsum.broadcast_one", lambda T, x, y: T.einsum("ij,ij->ij", x, y), lambda x, y: x * y,
+       (((1, 4), (3, 4)),)),
+    Op("einsum.diagonal", lambda T, x: T.einsum("ii->i", x), np.diag, (((3, 3),),)),
+    Op("einsum.trace_times", lambda T, x, y: T.einsum("ii,j->j", x, y), lambda x, y: np.trace(x) * y,
+       (((3, 3), (2,)),)),
+    Op("tensordot", lambda T, x, y: T.tensordot(x, y, dims=([1, 2], [0, 1])),
+       lambda x, y: np.tensordot(x, y, ([1, 2], [0, 1])), (((2, 3, 4), (3, 4, 2)),)),
+    Op("cdist", lambda T, x, y, **kw: T.cdist(x, y, **kw), np_cdist, (((3, 4), (5, 4)), ((2, 3, 4), (2, 2, 4))),
+       kwargs=({}, {"p": 1.0})),
 ]
+
 
 
 def _cases() -> list:
@@ -513,13 +717,14 @@ def test_backward_matches_finite_differences(op: Op, shapes: tuple, kwargs: dict
 
 
 # --------------------------------------------------------------------------------------------------
-# Check 3: values and gradients vs PyTorch (float32)
+# Check 3: values and gradients vs PyTorch (float32 and float64)
 # --------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize(("op", "shapes", "kwargs"), CASES)
-def test_matches_torch(op: Op, shapes: tuple, kwargs: dict) -> None:
+def test_matches_torch(op: Op, shapes: tuple, kwargs: dict, dtype: Any) -> None:
     torch = pytest.importorskip("torch")
-    arrays = make_inputs(op, shapes, kwargs, np.float32)
+    arrays = make_inputs(op, shapes, kwargs, dtype)
     gs_inputs = [gs.tensor(a, requires_grad=True) for a in arrays]
     torch_inputs = [torch.tensor(a, requires_grad=True) for a in arrays]
     gs_outputs = as_list(op.fn(gs, *gs_inputs, **kwargs))
@@ -532,7 +737,7 @@ def test_matches_torch(op: Op, shapes: tuple, kwargs: dict) -> None:
         np.testing.assert_allclose(to_numpy(g), to_numpy(t), rtol=1e-5, atol=1e-6, err_msg=f"output {k}")
 
     differentiable = [k for k, t in enumerate(torch_outputs) if t.requires_grad]
-    weights = weights_for([torch_outputs[k] for k in differentiable], seed=7, dtype=np.float32)
+    weights = weights_for([torch_outputs[k] for k in differentiable], seed=7, dtype=dtype)
     gs.autograd.backward([gs_outputs[k] for k in differentiable], [gs.tensor(w) for w in weights])
     torch.autograd.backward([torch_outputs[k] for k in differentiable], [torch.tensor(w) for w in weights])
     for i, (g, t) in enumerate(zip(gs_inputs, torch_inputs)):

@@ -78,7 +78,7 @@ def _run_gs(name, kwargs, steps, initial):
 
 
 def _close(ours, theirs, rtol=1e-5, atol=1e-6):
-    np.testing.assert_allclose(ours.data if isinstance(ours, gs.Tensor) else ours,
+    np.testing.assert_allclose(ours._data if isinstance(ours, gs.Tensor) else ours,
                                theirs.detach().numpy(), rtol=rtol, atol=atol)
 
 
@@ -117,7 +117,7 @@ def test_parameters_without_grad_are_skipped_and_get_no_state():
     a.grad = gs.ones(2)
     opt.step()
     assert b not in opt.state and a in opt.state
-    np.testing.assert_array_equal(b.data, np.ones(2, np.float32))
+    np.testing.assert_array_equal(b._data, np.ones(2, np.float32))
     assert list(opt.state_dict()["state"]) == [0]
 
 
@@ -135,12 +135,12 @@ def test_step_bumps_version_so_stale_graphs_raise():
 
 def test_step_runs_under_no_grad_and_in_place():
     w = nn.Parameter(gs.tensor([1.0, 2.0]))
-    data = w.data
+    data = w._data
     opt = optim.SGD([w], lr=0.5, momentum=0.9)
     w.grad = gs.tensor([1.0, 1.0])
     opt.step()
-    assert w.data is data and w.grad_fn is None and w.is_leaf
-    np.testing.assert_allclose(w.data, [0.5, 1.5])
+    assert w._data is data and w.grad_fn is None and w.is_leaf
+    np.testing.assert_allclose(w._data, [0.5, 1.5])
 
 
 def test_zero_grad_set_to_none_and_zeros():
@@ -150,7 +150,7 @@ def test_zero_grad_set_to_none_and_zeros():
     grad = w.grad
     opt.zero_grad(set_to_none=False)
     assert w.grad is grad
-    np.testing.assert_array_equal(w.grad.data, np.zeros(3))
+    np.testing.assert_array_equal(w.grad._data, np.zeros(3))
     opt.zero_grad()
     assert w.grad is None
 
@@ -168,7 +168,7 @@ def test_closure_is_evaluated_with_grad_enabled():
     with gs.no_grad():
         loss = opt.step(closure)
     assert float(loss) == 9.0
-    np.testing.assert_allclose(w.data, [3.0 - 0.1 * 6.0], rtol=1e-6)
+    np.testing.assert_allclose(w._data, [3.0 - 0.1 * 6.0], rtol=1e-6)
 
 
 def test_param_groups_with_own_options_match_torch():
@@ -236,7 +236,7 @@ def test_state_dict_round_trip_continues_the_same_trajectory(name, kwargs):
     ours, opt = _run_gs(name, kwargs, 7, initial)
     saved = opt.state_dict()
     coefs = [gs.tensor(c) for c in _coefs()]
-    copies = [nn.Parameter(gs.tensor(p.data.copy())) for p in ours]
+    copies = [nn.Parameter(gs.tensor(p._data.copy())) for p in ours]
     fresh = getattr(optim, name)(copies, **{**kwargs, "lr": 123.0})
     fresh.load_state_dict(saved)
     assert fresh.param_groups[0]["lr"] == kwargs["lr"]
@@ -246,7 +246,7 @@ def test_state_dict_round_trip_continues_the_same_trajectory(name, kwargs):
             _loss(gs, params, coefs).backward()
             o.step()
     for p, q in zip(ours, copies):
-        np.testing.assert_array_equal(p.data, q.data)
+        np.testing.assert_array_equal(p._data, q._data)
 
 
 def test_load_state_dict_from_torch_optimizer():
@@ -286,7 +286,7 @@ def test_step_hooks_order_and_removal():
     opt = optim.SGD([w], lr=0.1)
     calls = []
     h1 = opt.register_step_pre_hook(lambda o, args, kwargs: calls.append(("pre", o is opt)))
-    h2 = opt.register_step_post_hook(lambda o, args, kwargs: calls.append(("post", w.data[0])))
+    h2 = opt.register_step_post_hook(lambda o, args, kwargs: calls.append(("post", w._data[0])))
     h3 = optim.register_optimizer_step_post_hook(lambda o, args, kwargs: calls.append(("global post",)))
     w.grad = gs.ones(1)
     opt.step()
@@ -317,7 +317,7 @@ def test_subclass_step_calling_super_runs_hooks_once():
         def step(self, closure=None):
             for group in self.param_groups:
                 for p in group["params"]:
-                    p.grad.data.clip(-1.0, 1.0, out=p.grad.data)
+                    p.grad._data.clip(-1.0, 1.0, out=p.grad._data)
             return super().step(closure)
 
     w = nn.Parameter(gs.tensor([0.0]))
@@ -328,5 +328,5 @@ def test_subclass_step_calling_super_runs_hooks_once():
     w.grad = gs.tensor([5.0])
     opt.step()
     assert calls == ["pre", "post"]
-    np.testing.assert_allclose(w.data, [-0.1])
+    np.testing.assert_allclose(w._data, [-0.1])
     assert "_stepping" not in opt.state_dict()

@@ -11,3 +11,7 @@ from gradscope.nn.modules.sparse import *  # noqa: F401,F403
 from gradscope.nn.modules.activation import *  # noqa: F401,F403
 from gradscope.nn.modules.loss import *  # noqa: F401,F403
 from gradscope.nn.modules.attention import *  # noqa: F401,F403
+from gradscope.nn.modules.padding import *  # noqa: F401,F403
+from gradscope.nn.modules.resampling import *  # noqa: F401,F403
+from gradscope.nn.modules.distance import *  # noqa: F401,F403
+from gradscope.nn.modules.transformer import *  # noqa: F401,F403

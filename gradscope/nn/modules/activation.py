@@ -11,7 +11,8 @@ from gradscope.nn.modules.module import Module
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
            "Hardtanh", "Hardsigmoid", "Hardswish", "LogSigmoid", "Softplus", "Softsign", "Tanhshrink",
-           "Threshold", "GLU", "PReLU", "Softmax", "LogSoftmax", "Softmin"]
+           "Threshold", "GLU", "PReLU", "Softmax", "LogSoftmax", "Softmin", "Softmax2d", "Hardshrink",
+           "Softshrink", "RReLU"]
 
 
 def _inplace_repr(inplace: bool) -> str:
@@ -288,3 +289,47 @@ class Softmin(_SoftmaxBase):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D instead")
+        return F.softmax(input, -3, _stacklevel=5)
+
+
+class Hardshrink(Module):
+    """``x`` where ``|x| > lambd``, else 0."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    """Shrink towards zero by ``lambd`` (0 inside [-lambd, lambd])."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softshrink(input, self.lambd)
+
+
+class RReLU(Module):
+    """Leaky ReLU with a random negative slope in [lower, upper] in training, the mean slope in eval."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")

@@ -38,14 +38,14 @@ def _canonical_mask(mask: Tensor | None, name: str, other: Tensor | None, other_
     """A float additive mask: boolean True (masked out) becomes -inf, float masks pass through."""
     if mask is None:
         return None
-    kind = mask.data.dtype.kind
+    kind = mask._data.dtype.kind
     if kind not in "bf":
         raise AssertionError(f"only bool and floating types of {name} are supported")
-    if other is not None and other.data.dtype != mask.data.dtype:
+    if other is not None and other._data.dtype != mask._data.dtype:
         warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
                       "instead.", stacklevel=4)
     if kind == "b":
-        return Tensor._make(np.where(mask.data, -np.inf, 0.0).astype(dtype))
+        return Tensor._make(np.where(mask._data, -np.inf, 0.0).astype(dtype))
     return mask
 
 
@@ -68,10 +68,10 @@ def _shape_check(query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Te
             raise AssertionError(f"For {label} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
                                  f"{attn_mask.dim()}-D tensor instead")
         if not batched and attn_mask.dim() == 3:
-            expected = (num_heads, query.data.shape[0], key.data.shape[0])
-            if tuple(attn_mask.data.shape) != expected:
+            expected = (num_heads, query._data.shape[0], key._data.shape[0])
+            if tuple(attn_mask._data.shape) != expected:
                 raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got "
-                                     f"{tuple(attn_mask.data.shape)}")
+                                     f"{tuple(attn_mask._data.shape)}")
     return batched
 
 
@@ -160,7 +160,7 @@ class MultiheadAttention(Module):
                 need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         batched = _shape_check(query, key, value, key_padding_mask, attn_mask, self.num_heads)
-        dtype = query.data.dtype
+        dtype = query._data.dtype
         key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask", dtype)
         attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", dtype)
         if self.batch_first and batched:
@@ -196,50 +196,50 @@ class MultiheadAttention(Module):
             query, key, value = (shape.unsqueeze(x, 1) for x in (query, key, value))
             if key_padding_mask is not None:
                 key_padding_mask = shape.unsqueeze(key_padding_mask, 0)
-        tgt_len, batch, embed = query.data.shape
-        src_len = key.data.shape[0]
+        tgt_len, batch, embed = query._data.shape
+        src_len = key._data.shape[0]
         heads, head_dim = self.num_heads, self.head_dim
         if is_causal and attn_mask is None:
             raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
                                "method `generate_square_subsequent_mask` to create this mask.")
         if is_causal and key_padding_mask is None and not need_weights:
-            causal = np.triu(np.full((tgt_len, src_len), -np.inf, dtype=query.data.dtype), 1)
+            causal = np.triu(np.full((tgt_len, src_len), -np.inf, dtype=query._data.dtype), 1)
             attn_mask = Tensor._make(causal)
         if embed != self.embed_dim:
             raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {embed}")
-        if self._qkv_same_embed_dim and tuple(key.data.shape) != tuple(value.data.shape):
-            raise AssertionError(f"key shape {tuple(key.data.shape)} does not match value shape "
-                                 f"{tuple(value.data.shape)}")
-        if not self._qkv_same_embed_dim and key.data.shape[:2] != value.data.shape[:2]:
-            raise AssertionError(f"key's sequence and batch dims {tuple(key.data.shape[:2])} do not match value's "
-                                 f"{tuple(value.data.shape[:2])}")
+        if self._qkv_same_embed_dim and tuple(key._data.shape) != tuple(value._data.shape):
+            raise AssertionError(f"key shape {tuple(key._data.shape)} does not match value shape "
+                                 f"{tuple(value._data.shape)}")
+        if not self._qkv_same_embed_dim and key._data.shape[:2] != value._data.shape[:2]:
+            raise AssertionError(f"key's sequence and batch dims {tuple(key._data.shape[:2])} do not match value's "
+                                 f"{tuple(value._data.shape[:2])}")
         q, k, v = self._project(query, key, value)
         if attn_mask is not None:
             if attn_mask.dim() == 2:
-                if tuple(attn_mask.data.shape) != (tgt_len, src_len):
-                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(attn_mask.data.shape)}, but should "
+                if tuple(attn_mask._data.shape) != (tgt_len, src_len):
+                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(attn_mask._data.shape)}, but should "
                                        f"be {(tgt_len, src_len)}.")
                 attn_mask = shape.unsqueeze(attn_mask, 0)
-            elif tuple(attn_mask.data.shape) != (batch * heads, tgt_len, src_len):
-                raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(attn_mask.data.shape)}, but should be "
+            elif tuple(attn_mask._data.shape) != (batch * heads, tgt_len, src_len):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(attn_mask._data.shape)}, but should be "
                                    f"{(batch * heads, tgt_len, src_len)}.")
         if self.bias_k is not None:
             k = shape.cat([k, shape.repeat(self.bias_k, (1, batch, 1))])
             v = shape.cat([v, shape.repeat(self.bias_v, (1, batch, 1))])
             attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
         q = shape.transpose(shape.reshape(q, (tgt_len, batch * heads, head_dim)), 0, 1)
-        k = shape.transpose(shape.reshape(k, (k.data.shape[0], batch * heads, head_dim)), 0, 1)
-        v = shape.transpose(shape.reshape(v, (v.data.shape[0], batch * heads, head_dim)), 0, 1)
+        k = shape.transpose(shape.reshape(k, (k._data.shape[0], batch * heads, head_dim)), 0, 1)
+        v = shape.transpose(shape.reshape(v, (v._data.shape[0], batch * heads, head_dim)), 0, 1)
         if self.add_zero_attn:
-            zero = Tensor._make(np.zeros((batch * heads, 1, head_dim), dtype=k.data.dtype))
+            zero = Tensor._make(np.zeros((batch * heads, 1, head_dim), dtype=k._data.dtype))
             k = shape.cat([k, zero], 1)
             v = shape.cat([v, zero], 1)
             attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
-        src_len = k.data.shape[1]
+        src_len = k._data.shape[1]
         if key_padding_mask is not None:
-            if tuple(key_padding_mask.data.shape) != (batch, src_len):
+            if tuple(key_padding_mask._data.shape) != (batch, src_len):
                 raise AssertionError(f"expecting key_padding_mask shape of {(batch, src_len)}, but got "
-                                     f"{tuple(key_padding_mask.data.shape)}")
+                                     f"{tuple(key_padding_mask._data.shape)}")
             expanded = shape.reshape(shape.expand(shape.reshape(key_padding_mask, (batch, 1, 1, src_len)),
                                                   (batch, heads, 1, src_len)), (batch * heads, 1, src_len))
             attn_mask = expanded if attn_mask is None else arith.add(attn_mask, expanded)
@@ -269,7 +269,7 @@ def _scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Te
         attn_mask: additive float mask broadcastable to (B, L, S), or None.
         dropout_p: dropout probability applied to the weights.
     """
-    scaled = arith.mul(q, math.sqrt(1.0 / float(q.data.shape[-1])))
+    scaled = arith.mul(q, math.sqrt(1.0 / float(q._data.shape[-1])))
     scores = arith.matmul(scaled, shape.transpose(k, -2, -1))
     if attn_mask is not None:
         scores = arith.add(scores, attn_mask)

@@ -126,6 +126,24 @@ class ModuleList(Module):
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
 
+    def __repr__(self) -> str:
+        """Like PyTorch: runs of modules with equal reprs collapse to ``(0-3): 4 x Layer(...)``."""
+        reprs = [repr(module) for module in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs: list[list] = []
+        for index, text in enumerate(reprs):
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = index
+            else:
+                runs.append([index, index, text])
+        lines = []
+        for start, end, text in runs:
+            label = f"({start}): " if start == end else f"({start}-{end}): {end - start + 1} x "
+            child = text.split("\n")
+            lines.append(label + "\n".join([child[0]] + ["  " + line for line in child[1:]]))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
     def __add__(self, other: Iterable[Module]) -> "ModuleList":
         return ModuleList([*self, *other])
 

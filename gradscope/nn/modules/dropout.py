@@ -5,7 +5,7 @@ from gradscope.autograd.tensor import Tensor
 from gradscope.nn import functional as F
 from gradscope.nn.modules.module import Module
 
-__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
@@ -39,3 +39,24 @@ class Dropout2d(_DropoutNd):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Zero whole channels of (N, C, D, H, W) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout that keeps SELU's self-normalising mean and variance."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """``AlphaDropout`` of whole channels."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.feature_alpha_dropout(input, self.p, self.training)

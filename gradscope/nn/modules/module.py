@@ -294,7 +294,7 @@ class Module:
                     if buffers is None:
                         raise AttributeError("cannot assign buffer before Module.__init__() call")
                     remove_from(d)
-                    self.register_buffer(name, Tensor._make(value.data), value.persistent)
+                    self.register_buffer(name, Tensor._make(value._data), value.persistent)
                 elif buffers is not None and name in buffers:
                     if value is not None and not isinstance(value, Tensor):
                         raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
@@ -415,7 +415,7 @@ class Module:
             if set_to_none:
                 p._grad = None
             else:
-                p._grad.data.fill(0)
+                p._grad._data.fill(0)
                 p._grad._bump_version()
 
     def apply(self, fn: Callable[["Module"], None]) -> "Module":
@@ -427,13 +427,13 @@ class Module:
     def _apply_to_tensors(self, convert: Callable[[np.ndarray], np.ndarray]) -> "Module":
         for module in self.modules():
             for p in module._parameters.values():
-                if p is not None and p.data.dtype.kind == "f":
-                    p.data = convert(p.data)
+                if p is not None and p._data.dtype.kind == "f":
+                    p._data = convert(p._data)
                     if p._grad is not None:
-                        p._grad.data = convert(p._grad.data)
+                        p._grad._data = convert(p._grad._data)
             for name, b in module._buffers.items():
-                if b is not None and b.data.dtype.kind == "f":
-                    b.data = convert(b.data)
+                if b is not None and b._data.dtype.kind == "f":
+                    b._data = convert(b._data)
         return self
 
     def float(self) -> "Module":
@@ -501,13 +501,13 @@ class Module:
                 missing_keys.append(key)
                 continue
             value = state_dict[key]
-            array = value.data if isinstance(value, Tensor) else np.asarray(value)
-            if array.shape != param.data.shape:
+            array = value._data if isinstance(value, Tensor) else np.asarray(value)
+            if array.shape != param._data.shape:
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape "
                                   f"gradscope.Size({list(array.shape)}) from checkpoint, the shape in current "
-                                  f"model is gradscope.Size({list(param.data.shape)}).")
+                                  f"model is gradscope.Size({list(param._data.shape)}).")
                 continue
-            param.data[...] = array.astype(param.data.dtype, copy=False)
+            param._data[...] = array.astype(param._data.dtype, copy=False)
             param._bump_version()
         for key in state_dict:
             if not key.startswith(prefix):

@@ -1,6 +1,7 @@
-"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``."""
+"""Normalisation layers: batch, layer, group, instance, RMS and local response normalisation."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,8 @@ from gradscope.nn import init
 from gradscope.nn.modules.linear import _new_buffer, _new_parameter
 from gradscope.nn.modules.module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d", "RMSNorm", "LocalResponseNorm"]
 
 
 def _register_affine(module: Module, shape: tuple, affine: bool, bias: bool, dtype: Any) -> None:
@@ -65,9 +67,9 @@ class _BatchNorm(Module):
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
-            self.running_mean.data[...] = 0
-            self.running_var.data[...] = 1
-            self.num_batches_tracked.data[...] = 0
+            self.running_mean._data[...] = 0
+            self.running_var._data[...] = 1
+            self.num_batches_tracked._data[...] = 0
             for buffer in (self.running_mean, self.running_var, self.num_batches_tracked):
                 buffer._bump_version()
 
@@ -82,10 +84,10 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked._data[...] += 1
             self.num_batches_tracked._bump_version()
             if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked.data)
+                factor = 1.0 / float(self.num_batches_tracked._data)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
@@ -161,3 +163,99 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Instance normalisation: statistics per (sample, channel); no affine and no running stats by default.
+
+    With ``track_running_stats`` the running statistics (averaged over the batch) are updated in
+    training and used in eval mode, as in PyTorch.
+    """
+
+    no_batch_dims = 2
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.dim() not in (self.no_batch_dims, self.no_batch_dims + 1):
+            raise ValueError(f"expected {self.no_batch_dims}D or {self.no_batch_dims + 1}D input "
+                             f"(got {input.dim()}D input)")
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        feature_dim = input.dim() - self.no_batch_dims
+        if input.size(feature_dim) != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match num_features "
+                                 f"({self.num_features}), but got: {input.size(feature_dim)}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                          "warning by not passing in num_features, which is not used because affine=False",
+                          stacklevel=2)
+        batched = input.dim() == self.no_batch_dims + 1
+        x = input if batched else input.unsqueeze(0)
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
+        return out if batched else out.squeeze(0)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of (N, C, L) or (C, L) input."""
+
+    no_batch_dims = 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of (N, C, H, W) or (C, H, W) input."""
+
+    no_batch_dims = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation of (N, C, D, H, W) or (C, D, H, W) input."""
+
+    no_batch_dims = 4
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` dims, with a ``weight``."""
+
+    def __init__(self, normalized_shape: Any, eps: float | None = None, elementwise_affine: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, (int, np.integer)):
+            normalized_shape = (int(normalized_shape),)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = _new_parameter(self.normalized_shape, dtype)
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """Normalise by the activity of ``size`` neighbouring channels (AlexNet)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

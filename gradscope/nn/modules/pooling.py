@@ -7,7 +7,8 @@ from gradscope.autograd.tensor import Tensor
 from gradscope.nn import functional as F
 from gradscope.nn.modules.module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -108,3 +109,27 @@ class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(input, self.output_size)
+
+
+class _AdaptiveMaxPoolNd(Module):
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max over the adaptive windows of (N, C, L) that give ``output_size``."""
+
+    def forward(self, input: Tensor) -> Any:
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max over the adaptive windows of (N, C, H, W) that give ``output_size``."""
+
+    def forward(self, input: Tensor) -> Any:
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)

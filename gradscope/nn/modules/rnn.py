@@ -22,7 +22,9 @@ from gradscope.nn.modules.module import Module
 from gradscope.nn.parameter import Parameter
 from gradscope.ops import inplace
 from gradscope.ops.creation import zeros
-from gradscope.ops.shape import cat, squeeze, stack, transpose, unsqueeze
+from gradscope.nn.utils.rnn import PackedSequence, packed_row_index
+from gradscope.ops.indexing import index_select
+from gradscope.ops.shape import cat, reshape, squeeze, stack, transpose, unsqueeze
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -42,7 +44,7 @@ class _RecurrentLayerBackward(Node):
     at every step (T, B, H), the last hidden state and, for LSTM, the last cell state.
     """
 
-    __slots__ = ("reverse",)
+    __slots__ = ("reverse", "mask")
     _single_input = False
     mode = ""
 
@@ -63,14 +65,18 @@ class _RecurrentLayerBackward(Node):
         grad_gates_h = np.empty((steps, batch, w_hh.shape[0]), hs.dtype)
         grad_gates_x = grad_gates_h
         grad_cell = None
+        mask = self.mask
+        carry = carry_cell = 0.0
         if self.mode in ("RNN_TANH", "RNN_RELU"):
             for t in order:
                 if grad_out is not None:
                     grad_hidden = grad_hidden + grad_out[t]
+                if mask is not None:
+                    grad_hidden, carry = _split_masked(grad_hidden, mask[t])
                 h = hs[t]
                 pre = grad_hidden * (1 - h * h) if self.mode == "RNN_TANH" else grad_hidden * (h > 0)
                 grad_gates_h[t] = pre
-                grad_hidden = pre @ w_hh
+                grad_hidden = pre @ w_hh + carry
         elif self.mode == "LSTM":
             c_start = np.zeros((batch, hidden), hs.dtype) if c0 is None else c0
             prev_c = _previous(cs, c_start, self.reverse)
@@ -78,6 +84,9 @@ class _RecurrentLayerBackward(Node):
             for t in order:
                 if grad_out is not None:
                     grad_hidden = grad_hidden + grad_out[t]
+                if mask is not None:
+                    grad_hidden, carry = _split_masked(grad_hidden, mask[t])
+                    grad_cell, carry_cell = _split_masked(grad_cell, mask[t])
                 i, f, g, o = (gates[t, :, k * hidden:(k + 1) * hidden] for k in range(4))
                 tanh_c = tanh_cs[t]
                 grad_cell = grad_cell + grad_hidden * o * (1 - tanh_c * tanh_c)
@@ -86,13 +95,15 @@ class _RecurrentLayerBackward(Node):
                 out[:, hidden:2 * hidden] = grad_cell * prev_c[t] * f * (1 - f)
                 out[:, 2 * hidden:3 * hidden] = grad_cell * i * (1 - g * g)
                 out[:, 3 * hidden:] = grad_hidden * tanh_c * o * (1 - o)
-                grad_cell = grad_cell * f
-                grad_hidden = out @ w_hh
+                grad_cell = grad_cell * f + carry_cell
+                grad_hidden = out @ w_hh + carry
         else:
             grad_gates_x = np.empty_like(grad_gates_h)
             for t in order:
                 if grad_out is not None:
                     grad_hidden = grad_hidden + grad_out[t]
+                if mask is not None:
+                    grad_hidden, carry = _split_masked(grad_hidden, mask[t])
                 r, z, n = (gates[t, :, k * hidden:(k + 1) * hidden] for k in range(3))
                 grad_n = grad_hidden * (1 - z) * (1 - n * n)
                 grad_r = grad_n * hidden_n[t] * r * (1 - r)
@@ -102,7 +113,7 @@ class _RecurrentLayerBackward(Node):
                 gx[:, hidden:2 * hidden] = gh[:, hidden:2 * hidden] = grad_z
                 gx[:, 2 * hidden:] = grad_n
                 gh[:, 2 * hidden:] = grad_n * r
-                grad_hidden = grad_hidden * z + gh @ w_hh
+                grad_hidden = grad_hidden * z + gh @ w_hh + carry
         return self._input_grads(x, w_ih, prev_h, grad_gates_x, grad_gates_h, grad_hidden, grad_cell)
 
     def _input_grads(self, x: np.ndarray, w_ih: np.ndarray, prev_h: np.ndarray, grad_gates_x: np.ndarray,
@@ -148,6 +159,13 @@ _NODES = {"RNN_TANH": RnnTanhLayerBackward0, "RNN_RELU": RnnReluLayerBackward0, 
           "GRU": GruLayerBackward0}
 
 
+def _split_masked(grad: np.ndarray, valid: np.ndarray) -> tuple:
+    """The gradient of a step's new state (rows of ``valid`` sequences) and the part that passes
+    a padded step unchanged to the previous state."""
+    keep = valid[:, None]
+    return np.where(keep, grad, 0), np.where(keep, 0, grad)
+
+
 def _previous(states: np.ndarray, start: np.ndarray, reverse: bool) -> np.ndarray:
     """The state entering each step: ``start`` for the first step, else the neighbour's output."""
     prev = np.empty_like(states)
@@ -161,7 +179,8 @@ def _previous(states: np.ndarray, start: np.ndarray, reverse: bool) -> np.ndarra
 
 
 def recurrent_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, w_ih: Tensor, w_hh: Tensor,
-                    b_ih: Tensor | None, b_hh: Tensor | None, reverse: bool = False) -> tuple:
+                    b_ih: Tensor | None, b_hh: Tensor | None, reverse: bool = False,
+                    mask: np.ndarray | None = None) -> tuple:
     """Run one recurrent layer in one direction over a (T, B, I) sequence.
 
     Args:
@@ -170,23 +189,25 @@ def recurrent_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, 
         h0, c0: initial hidden (and LSTM cell) state, (B, H), or None for zeros.
         w_ih, w_hh, b_ih, b_hh: the layer's weights (gates stacked in PyTorch's order).
         reverse: process the sequence from the last step to the first.
+        mask: (T, B) booleans, False where a (packed) sequence has ended: the state passes such
+            steps unchanged, so each sequence starts and ends at its own length.
 
     Returns:
         ``(output, h_n, c_n)``: the hidden state at every step (T, B, H), the final hidden
         state and the final cell state (None unless LSTM).
     """
-    xd, whh = x.data, w_hh.data
+    xd, whh = x._data, w_hh._data
     steps, batch, features = xd.shape
     hidden = whh.shape[1]
-    dtype = np.result_type(xd, w_ih.data)
-    proj = (xd.reshape(steps * batch, features) @ w_ih.data.T).reshape(steps, batch, -1)
+    dtype = np.result_type(xd, w_ih._data)
+    proj = (xd.reshape(steps * batch, features) @ w_ih._data.T).reshape(steps, batch, -1)
     if b_ih is not None:
-        proj += b_ih.data
-    bhh = b_hh.data if b_hh is not None else None
-    h = np.zeros((batch, hidden), dtype) if h0 is None else h0.data
+        proj += b_ih._data
+    bhh = b_hh._data if b_hh is not None else None
+    h = np.zeros((batch, hidden), dtype) if h0 is None else h0._data
     c = None
     if mode == "LSTM":
-        c = np.zeros((batch, hidden), dtype) if c0 is None else c0.data
+        c = np.zeros((batch, hidden), dtype) if c0 is None else c0._data
     hs = np.empty((steps, batch, hidden), dtype)
     cache: list = []
     if mode == "LSTM":
@@ -199,6 +220,7 @@ def recurrent_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, 
         cache = [gates_all, hidden_n]
     order = range(steps - 1, -1, -1) if reverse else range(steps)
     for t in order:
+        h_prev, c_prev = h, c
         recurrent = h @ whh.T
         if bhh is not None:
             recurrent += bhh
@@ -223,6 +245,12 @@ def recurrent_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, 
             act[:, 2 * hidden:] = np.tanh(proj[t, :, 2 * hidden:] + act[:, :hidden] * hidden_n[t])
             z, n = act[:, hidden:2 * hidden], act[:, 2 * hidden:]
             h = (1 - z) * n + z * h
+        if mask is not None:
+            keep = mask[t][:, None]
+            h = np.where(keep, h, h_prev)
+            if mode == "LSTM":
+                c = np.where(keep, c, c_prev)
+                cs[t] = c
         hs[t] = h
     last = 0 if reverse else steps - 1
     outs = [hs.copy(), hs[last].copy()]
@@ -232,6 +260,7 @@ def recurrent_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, 
     node = new_node(_NODES[mode], inputs)
     if node is not None:
         node.reverse = reverse
+        node.mask = mask
         node.save(*inputs, *(Tensor._make(a) for a in [hs] + cache))
     tensors = results(outs, node)
     return tensors[0], tensors[1], tensors[2] if mode == "LSTM" else None
@@ -354,21 +383,23 @@ class RNNBase(Module):
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D instead")
         weight = self.weight_ih_l0
-        if input.data.dtype != weight.data.dtype:
+        if input._data.dtype != weight._data.dtype:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight.dtype}). "
                              f"Convert input: input.to({weight.dtype}), or convert model: model.to({input.dtype})")
-        if input.data.shape[-1] != self.input_size:
+        if input._data.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
-                               f"got {input.data.shape[-1]}")
+                               f"got {input._data.shape[-1]}")
 
     def _check_hidden(self, hx: Tensor, batch: int, what: str = "Expected hidden size") -> None:
         expected = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
-        if tuple(hx.data.shape) != expected:
-            raise RuntimeError(f"{what} {expected}, got {list(hx.data.shape)}")
+        if tuple(hx._data.shape) != expected:
+            raise RuntimeError(f"{what} {expected}, got {list(hx._data.shape)}")
 
-    def _run(self, input: Tensor, hx: Tensor | None, cx: Tensor | None) -> tuple:
-        """The layer loop on a batched (T, B, F) input; returns output, h_n and c_n (or None)."""
-        if input.data.shape[0] == 0:
+    def _run(self, input: Tensor, hx: Tensor | None, cx: Tensor | None, mask: np.ndarray | None = None) -> tuple:
+        """The layer loop on a batched (T, B, F) input; returns output, h_n and c_n (or None).
+
+        ``mask`` (T, B) marks the steps of each sequence of a packed batch."""
+        if input._data.shape[0] == 0:
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         directions = 2 if self.bidirectional else 1
         layer_input = input
@@ -380,7 +411,7 @@ class RNNBase(Module):
                 h0 = hx[index] if hx is not None else None
                 c0 = cx[index] if cx is not None else None
                 out, h_n, c_n = recurrent_layer(self.mode, layer_input, h0, c0, *self._layer_weights(layer, direction),
-                                                reverse=direction == 1)
+                                                reverse=direction == 1, mask=mask)
                 outputs.append(out)
                 last_h.append(h_n)
                 last_c.append(c_n)
@@ -390,6 +421,33 @@ class RNNBase(Module):
         h_n = stack(last_h, 0)
         c_n = stack(last_c, 0) if self.mode == "LSTM" else None
         return layer_input, h_n, c_n
+
+    def _run_packed(self, packed: PackedSequence, hx: Tensor | None, cx: Tensor | None) -> tuple:
+        """Run on a ``PackedSequence``: returns the packed output, h_n and c_n in the caller's batch order."""
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        if data.dim() != 2:
+            raise ValueError(f"{type(self).__name__}: Expected packed data to be 2D, got {data.dim()}D instead")
+        self._check_input(data)
+        rows = packed_row_index(batch_sizes.numpy(force=True).astype(np.int64))
+        steps, batch = rows.shape
+        if sorted_indices is not None:
+            hx = None if hx is None else index_select(hx, 1, sorted_indices)
+            cx = None if cx is None else index_select(cx, 1, sorted_indices)
+        for state, what in ((hx, "Expected hidden size"), (cx, "Expected hidden[1] size")):
+            if state is not None:
+                self._check_hidden(state, batch, what)
+        count, features = data.numpy(force=True).shape
+        gather = Tensor._make(np.where(rows >= 0, rows, count).reshape(-1))
+        padded = cat([data, zeros(1, features, dtype=data.dtype)], 0)[gather]
+        output, h_n, c_n = self._run(reshape(padded, (steps, batch, features)), hx, cx, rows >= 0)
+        step_index, slot = np.nonzero(rows >= 0)
+        flat = reshape(output, (steps * batch, -1))
+        packed_output = PackedSequence(flat[Tensor._make(step_index * batch + slot)], batch_sizes, sorted_indices,
+                                       unsorted_indices)
+        if unsorted_indices is not None:
+            h_n = index_select(h_n, 1, unsorted_indices)
+            c_n = None if c_n is None else index_select(c_n, 1, unsorted_indices)
+        return packed_output, h_n, c_n
 
     def _prepare(self, input: Tensor) -> tuple[Tensor, bool]:
         self._check_input(input)
@@ -430,7 +488,10 @@ class RNN(RNNBase):
             raise ValueError(f"Unknown nonlinearity '{self.nonlinearity}'. Select from 'tanh' or 'relu'.")
         super().__init__(mode, *args, **kwargs)
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple:
+        if isinstance(input, PackedSequence):
+            output, h_n, _ = self._run_packed(input, hx, None)
+            return output, h_n
         input, batched = self._prepare(input)
         if hx is not None:
             if hx.dim() != (3 if batched else 2):
@@ -439,7 +500,7 @@ class RNN(RNNBase):
                                    f"{hx.dim()}-D tensor")
             if not batched:
                 hx = unsqueeze(hx, 1)
-            self._check_hidden(hx, input.data.shape[1])
+            self._check_hidden(hx, input._data.shape[1])
         output, h_n, _ = self._run(input, hx, None)
         return self._finish(output, batched), (h_n if batched else squeeze(h_n, 1))
 
@@ -469,7 +530,11 @@ class LSTM(RNNBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__("LSTM", *args, **kwargs)
 
-    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple:
+    def forward(self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None) -> tuple:
+        if isinstance(input, PackedSequence):
+            h0, c0 = hx if hx is not None else (None, None)
+            output, h_n, c_n = self._run_packed(input, h0, c0)
+            return output, (h_n, c_n)
         input, batched = self._prepare(input)
         h0 = c0 = None
         if hx is not None:
@@ -481,8 +546,8 @@ class LSTM(RNNBase):
                                    f"({h0.dim()}-D, {c0.dim()}-D) tensors")
             if not batched:
                 h0, c0 = unsqueeze(h0, 1), unsqueeze(c0, 1)
-            self._check_hidden(h0, input.data.shape[1], "Expected hidden[0] size")
-            self._check_hidden(c0, input.data.shape[1], "Expected hidden[1] size")
+            self._check_hidden(h0, input._data.shape[1], "Expected hidden[0] size")
+            self._check_hidden(c0, input._data.shape[1], "Expected hidden[1] size")
         output, h_n, c_n = self._run(input, h0, c0)
         if not batched:
             h_n, c_n = squeeze(h_n, 1), squeeze(c_n, 1)
@@ -531,14 +596,14 @@ class RNNCellBase(Module):
             if state is not None and state.dim() not in (1, 2):
                 raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {state.dim()}D instead")
         batched = input.dim() == 2
-        features = input.data.shape[-1]
+        features = input._data.shape[-1]
         if features != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {features} expected {self.input_size}")
-        batch = input.data.shape[0] if batched else 1
+        batch = input._data.shape[0] if batched else 1
         for index, state in enumerate(states):
             if state is None:
                 continue
-            shape = state.data.shape if batched else (1,) + state.data.shape
+            shape = state._data.shape if batched else (1,) + state._data.shape
             if len(shape) != 2 or shape[0] != batch:
                 raise RuntimeError(f"Input batch size {batch} doesn't match hidden{index} batch size {shape[0]}")
             if shape[1] != self.hidden_size:

@@ -65,7 +65,7 @@ def get_total_norm(tensors: TensorOrTensors, norm_type: float | str = 2.0, error
     norm_type = float(norm_type)
     if not tensors:
         return Tensor._make(np.array(0.0, dtype=np.float32))
-    norms = [_vector_norm(t.data, norm_type) for t in tensors]
+    norms = [_vector_norm(t._data, norm_type) for t in tensors]
     dtype = np.result_type(*norms)
     total = _vector_norm(np.stack([n.astype(dtype) for n in norms]), norm_type)
     if error_if_nonfinite and not np.isfinite(total):
@@ -91,11 +91,11 @@ def clip_grads_with_norm_(parameters: TensorOrTensors, max_norm: float, total_no
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return
-    total = total_norm.data if isinstance(total_norm, Tensor) else np.asarray(total_norm, dtype=np.float32)
+    total = total_norm._data if isinstance(total_norm, Tensor) else np.asarray(total_norm, dtype=np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
         coef = np.minimum(max_norm / (total + 1e-6), 1.0).astype(total.dtype)
         for grad in grads:
-            np.multiply(grad.data, coef, out=grad.data, casting="unsafe")
+            np.multiply(grad._data, coef, out=grad._data, casting="unsafe")
             grad._bump_version()
 
 
@@ -161,5 +161,5 @@ def clip_grad_value_(parameters: TensorOrTensors, clip_value: float, foreach: bo
         grad = p.grad
         if grad is None:
             continue
-        np.clip(grad.data, -clip_value, clip_value, out=grad.data)
+        np.clip(grad._data, -clip_value, clip_value, out=grad._data)
         grad._bump_version()

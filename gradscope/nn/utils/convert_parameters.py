@@ -30,5 +30,5 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     for param in parameters:
         _check_tensor(param)
         count = param.numel()
-        param.data = vec.data[pointer:pointer + count].reshape(param.data.shape)
+        param._data = vec._data[pointer:pointer + count].reshape(param._data.shape)
         pointer += count

@@ -1,0 +1,144 @@
+"""``gradscope run [OPTIONS] SCRIPT [ARGS]...``: monitor an unmodified training script."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from gradscope.cli.app import App, ExitCode
+from gradscope.cli.options import debug_option, format_option
+from gradscope.cli.settings import option
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@option("nan", "Stop at the first NaN (loss, activation, gradient or parameter) and show where it started.")
+@option("inf", "The same for infinite values.")
+@option("log", "Append one JSON record per step to this file (flushed every step).")
+@option("clip", "Clip the gradients to this value before each optimizer step.")
+@option("mode", "How --clip clips: norm (total 2-norm of the optimizer's gradients) or value (each element).",
+        default="norm", flag="--clip-mode")
+@format_option("table", "json")
+@debug_option
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, **_: Any) -> None:
+    """Run SCRIPT as `python SCRIPT ARGS` would, with gradscope watching every model it trains.
+
+    Works on gradscope's engine and on PyTorch (hooks are attached when the script imports
+    torch). A step is one optimizer.step() (one backward() in a script without optimizer).
+    The script's output passes through; gradscope's summary (gradient norm per layer over the
+    run) goes to stderr. With --nan/--inf the script is stopped at the first non-finite value
+    and gradscope reports where it started: step, phase, module, autograd node and source
+    line. Options go before SCRIPT. Exit codes: the script's own when nothing was found, 1
+    when a non-finite value appeared, 3 when the script raised, 130 on Ctrl-C, 143 on SIGTERM.
+
+    \b
+    Examples:
+      gradscope run train.py --epochs 3
+      gradscope run --nan --inf --log steps.jsonl train.py --lr 0.1
+      gradscope run --format json --clip 1.0 train.py > run.json
+    """
+    from gradscope.cli.startup import start
+    from gradscope.cli.watch import _LogWriter
+    from gradscope.monitor.run import RunOptions
+
+    started = start(ctx, model=False)
+    options = RunOptions(nan=started["nan"], inf=started["inf"], clip=started["clip"], clip_mode=started["mode"])
+    if options.clip is not None and options.clip <= 0:
+        started.app.abort(f"--clip {options.clip:g}: expected a number above 0", ExitCode.USAGE)
+    log = _LogWriter(started, started.output("log"))
+    try:
+        code = _run(started.app, script, list(script_args), options, log, output_format)
+    finally:
+        log.close()
+    started.exit(code)
+
+
+def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_format: str) -> int:
+    from gradscope.engines import get_engine
+    from gradscope.monitor.run import RunMonitor, StopRun
+    from gradscope.render.data import run_step_to_dict
+    from gradscope.render.tables import run_line
+    from gradscope.scripts import ScriptError, run_script, when_imported
+
+    live = output_format == "table" and app.err.is_terminal
+
+    def on_step(record: Any) -> None:
+        log.write(json.dumps(run_step_to_dict(record), allow_nan=False) + "\n")
+        if live:
+            sys.stderr.write("\r\x1b[2K" + run_line(record))
+            sys.stderr.flush()
+
+    monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]))
+    result = None
+    error: ScriptError | None = None
+    stopped = False
+    interrupt: KeyboardInterrupt | None = None
+    try:
+        monitor.attach(get_engine("gradscope"))
+        with when_imported("torch", lambda: monitor.attach(get_engine("torch"))):
+            try:
+                result = run_script(script, args)
+                monitor.finish()
+            except StopRun:
+                stopped = True
+            except ScriptError as exc:
+                error = exc
+            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (the script's own too: Python exits 130 then)
+                interrupt = exc
+    finally:
+        monitor.close()
+        if live:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+    if error is not None and _raised_by_monitor(error.original):
+        raise error.original  # gradscope's own failure: the CLI reports an internal error (exit 4)
+    if error is not None:
+        sys.stderr.write(error.traceback_text)
+        sys.stderr.flush()
+    if result is not None and result.message is not None:
+        sys.stderr.write(result.message + "\n")
+        sys.stderr.flush()
+    report = monitor.report(script, interrupted=interrupt is not None, error=error is not None)
+    _print_report(app, report, output_format)
+    if interrupt is not None:
+        from gradscope.utils.usercode import Terminated
+
+        terminated = isinstance(interrupt, Terminated)
+        app.err.print(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s)",
+                      style="yellow")
+        return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
+    if error is not None:
+        return ExitCode.MODEL_ERROR
+    if stopped or report.status == "nonfinite":
+        return ExitCode.FINDINGS
+    return result.exit_code if result is not None else ExitCode.OK
+
+
+def _print_report(app: App, report: Any, output_format: str) -> None:
+    from gradscope.render.tables import run_summary
+
+    if output_format == "json":
+        from gradscope.render.data import run_to_dict
+
+        app.echo_json(run_to_dict(report))
+    app.err.print(run_summary(report))
+
+
+def _raised_by_monitor(exc: BaseException) -> bool:
+    """True when the innermost frame of ``exc`` is gradscope's run monitor (not the script)."""
+    import os
+
+    from gradscope.monitor import run as run_monitor
+    from gradscope.monitor import run_localize
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    own = {os.path.abspath(run_monitor.__file__), os.path.abspath(run_localize.__file__)}
+    return os.path.abspath(tb.tb_frame.f_code.co_filename) in own

@@ -1,0 +1,177 @@
+"""What every command does before the model runs, in one place.
+
+:func:`start` reads ``[tool.gradscope]``, gives every option its checked value (flag, else
+config, else default; :mod:`gradscope.cli.settings`), finds the model file (the ``MODEL``
+argument or ``model`` in the config), resolves output files to absolute paths and checks that
+they can be written, sends whatever the user's code prints to stderr when stdout carries a
+machine-readable document, runs the model file with ``sys.argv == [MODEL]``, and loads it.
+Any problem is one error line and exit code 2 (options, outputs) or 3 (the model), before any
+training starts.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+from gradscope.cli.app import App, ExitCode
+from gradscope.cli.config import ConfigError, read_config
+from gradscope.cli.settings import Resolved, SettingError, resolve
+
+__all__ = ["MACHINE_FORMATS", "DEFAULT_BUNDLE", "Output", "Run", "start"]
+
+# Formats whose stdout must hold one document and nothing else.
+MACHINE_FORMATS = ("json", "junit", "github", "dot")
+# Where `watch --nan/--inf` writes its replay bundle unless told otherwise.
+DEFAULT_BUNDLE = ".gradscope/replay.npz"
+_GITIGNORE = "# written by gradscope (replay bundles); safe to delete\n*\n"
+
+
+@dataclass
+class Output:
+    """An output file: as the user gave it (``label``), resolved to an absolute ``path`` at start-up."""
+
+    name: str
+    label: str
+    path: Path
+    source: str
+    gradscope_directory: bool = False
+
+
+@dataclass
+class Run:
+    """The checked options of one command run, its model file and its outputs."""
+
+    app: App
+    command: str
+    settings: dict[str, Resolved]
+    model_file: str | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.settings[name].value
+
+    def output(self, name: str, suffixes: Sequence[str] = ()) -> Output | None:
+        """The output file of setting ``name`` (None when not set), checked to be writable now.
+
+        Relative paths are relative to the current directory for a flag, and to the
+        ``pyproject.toml``'s directory for a config value; they no longer depend on the current
+        directory afterwards (a model file may ``chdir``).
+        """
+        from gradscope.utils.files import check_writable
+
+        resolved = self.settings[name]
+        if resolved.value is None:
+            return None
+        label = str(resolved.value)
+        source = resolved.source if resolved.source != "default" else f"--{name}"
+        path = Path(os.path.abspath(Path(resolved.base or Path.cwd()) / os.path.expanduser(label)))
+        if suffixes and path.suffix.lower() not in suffixes:
+            self.app.abort(f"{source} {label}: use a file name ending in {' or '.join(suffixes)}", ExitCode.USAGE)
+        if self.model_file is not None and path == Path(os.path.abspath(self.model_file)):
+            self.app.abort(f"{source} {label}: that is the model file; refusing to overwrite it", ExitCode.USAGE)
+        own_directory = resolved.source == "default" and label == DEFAULT_BUNDLE
+        problem = check_writable(path if path.parent.exists() or not own_directory else path.parent)
+        if problem is not None:
+            self.app.abort(f"{source} {label}: cannot write there: {problem}", ExitCode.USAGE)
+        return Output(name=name, label=label, path=path, source=source, gradscope_directory=own_directory)
+
+    def write(self, output: Output, write: Callable[[Path], None]) -> bool:
+        """Call ``write(absolute path)``; on failure print one error line, remember it, return False."""
+        from gradscope.errors import GradscopeError
+
+        try:
+            if output.gradscope_directory:
+                _make_gradscope_directory(output.path.parent)
+            write(output.path)
+        except (OSError, GradscopeError) as exc:
+            self.fail(output, exc)
+            return False
+        return True
+
+    def fail(self, output: Output, exc: BaseException) -> None:
+        """Report that ``output`` could not be written (the run goes on; the exit code says so)."""
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        message = f"cannot write {output.label} ({output.source}): {reason}"
+        self.failures.append(message)
+        self.app.err.print(f"error: {message}", style="bold red", markup=False)
+
+    def exit(self, code: ExitCode) -> None:
+        """Exit with ``code``, or 2 when everything went well but an output could not be written."""
+        if self.failures and code == ExitCode.OK:
+            code = ExitCode.USAGE
+        self.app.exit(code)
+
+    def load_model(self, need_parameters: bool = True) -> Any:
+        """Run the model file (seeded with ``--seed`` first) and return its workload.
+
+        Raises:
+            ModelFileError: the model has no parameters (when ``need_parameters``).
+        """
+        from gradscope.loading import ModelFileError, load_model_file
+
+        assert self.model_file is not None
+        workload = load_model_file(self.model_file, seed=self.settings["seed"].value if "seed" in self.settings else 0,
+                                   engine=self.settings["engine"].value if "engine" in self.settings else None)
+        self.app.model_path = workload.path
+        if need_parameters and not any(True for _ in workload.model.parameters()):
+            raise ModelFileError(f"{workload.label}: the model ({type(workload.model).__name__}) has no parameters: "
+                                 "there are no gradients to look at")
+        return workload
+
+
+def _make_gradscope_directory(directory: Path) -> None:
+    """Create gradscope's own ``.gradscope/`` directory, with a ``.gitignore`` that ignores it all."""
+    directory.mkdir(exist_ok=True)
+    ignore = directory / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(_GITIGNORE, encoding="utf-8")
+
+
+def start(ctx: click.Context, config_only: Sequence[str] = (), model: bool = True) -> Run:
+    """Check the options of the running command and prepare its run (see the module docstring).
+
+    Args:
+        ctx: the command's context; its options added with ``@settings.option`` are resolved.
+        config_only: settings taken from the config file only (``min_ratio``).
+        model: the command takes a ``MODEL`` argument (``model_file``), which may come from the config.
+    """
+    app: App = ctx.ensure_object(App)
+    command = ctx.info_name or ""
+    try:
+        config = read_config(Path.cwd(), command)
+        settings = resolve(ctx, config, [*config_only, *(["model"] if model else [])])
+    except (ConfigError, SettingError) as error:
+        app.abort(str(error), ExitCode.USAGE)
+    if config.note:
+        app.note(config.note)
+    run = Run(app=app, command=command, settings=settings)
+    if model:
+        run.model_file = _model_file(app, ctx.params.get("model_file"), settings["model"], config)
+        ctx.with_resource(_model_argv(run.model_file))
+    output_format = ctx.params.get("output_format")
+    if output_format in MACHINE_FORMATS:
+        ctx.with_resource(app.user_output_to_stderr())
+    return run
+
+
+def _model_file(app: App, argument: str | None, configured: Resolved, config: Any) -> str:
+    if argument is not None:
+        return argument
+    if configured.value is None:
+        where = f"in [tool.gradscope] of {config.label}" if config.path is not None else \
+            "(no pyproject.toml with [tool.gradscope] was found)"
+        app.abort(f"missing MODEL: give the model file, or set model = \"path/to/model.py\" {where}", ExitCode.USAGE)
+    path = Path(configured.base) / configured.value
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else str(path)
+
+
+def _model_argv(model_file: str) -> Any:
+    from gradscope.utils.usercode import model_argv
+
+    return model_argv(model_file)
+

@@ -1,0 +1,51 @@
+"""``gradscope.cuda``: what model code asks about CUDA. gradscope computes on the CPU, so no
+device is available; seeding calls are accepted and do nothing (there is no CUDA generator)."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_available() -> bool:
+    """False: gradscope runs on the CPU only."""
+    return False
+
+
+def device_count() -> int:
+    return 0
+
+
+def is_initialized() -> bool:
+    return False
+
+
+def manual_seed(seed: int) -> None:
+    """Accepted for compatibility; the CPU generator is seeded by ``gradscope.manual_seed``."""
+
+
+def manual_seed_all(seed: int) -> None:
+    """Accepted for compatibility; the CPU generator is seeded by ``gradscope.manual_seed``."""
+
+
+def seed() -> None:
+    """Accepted for compatibility (no CUDA generator exists)."""
+
+
+def seed_all() -> None:
+    """Accepted for compatibility (no CUDA generator exists)."""
+
+
+def empty_cache() -> None:
+    """Nothing is cached: there is no CUDA memory."""
+
+
+def synchronize(device: Any = None) -> None:
+    """Nothing to wait for: every computation is synchronous on the CPU."""
+
+
+def _no_device(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("gradscope runs on the CPU only: no CUDA device is available "
+                       "(gradscope.cuda.is_available() is False)")
+
+
+current_device = get_device_name = get_device_properties = set_device = _no_device
+memory_allocated = max_memory_allocated = _no_device

@@ -1,0 +1,255 @@
+"""The engine interface: everything that differs between gradscope's engine and PyTorch.
+
+An :class:`Engine` is a stateless object; :mod:`gradscope.engines` returns one per engine. The
+monitors, the debugger and the CLI ask it for what is engine-specific and use the API both
+engines share (``tensor.grad``, ``tensor.register_hook``, ``node.next_functions``,
+``module.named_parameters()``, ``optimizer.state_dict()``, ...) directly.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+#: The node name of the identity nodes that module full backward hooks insert (both engines).
+HOOK_NODE = "BackwardHookFunctionBackward"
+#: The node name of a leaf's gradient accumulator (both engines).
+ACCUMULATE_NODE = "torch::autograd::AccumulateGrad"
+
+
+class Engine:
+    """What the monitor layer needs from an autograd engine.
+
+    Attributes:
+        name: ``"gradscope"`` or ``"torch"`` (the value of ``--engine``).
+        display: how messages name it (``"gradscope"``, ``"PyTorch"``).
+    """
+
+    name = ""
+    display = ""
+
+    # ------------------------------------------------------------------ objects
+    def is_module(self, value: Any) -> bool:
+        """True if ``value`` is an ``nn.Module`` of this engine."""
+        raise NotImplementedError
+
+    def is_tensor(self, value: Any) -> bool:
+        """True if ``value`` is a tensor of this engine (parameters included)."""
+        raise NotImplementedError
+
+    def tensors_in(self, value: Any) -> list:
+        """The tensors in a module's arguments or output: tuples, lists and dict values, nested."""
+        if self.is_tensor(value):
+            return [value]
+        if isinstance(value, (tuple, list)):
+            return [t for item in value for t in self.tensors_in(item)]
+        if isinstance(value, dict):
+            return [t for item in value.values() for t in self.tensors_in(item)]
+        return []
+
+    # ------------------------------------------------------------------ global hooks
+    def register_module_forward_pre_hook(self, hook: Callable) -> Any:
+        """Global ``hook(module, args) -> None | args`` before every module's forward; returns a handle."""
+        raise NotImplementedError
+
+    def register_module_forward_hook(self, hook: Callable, *, with_kwargs: bool = False,
+                                     always_call: bool = False) -> Any:
+        """Global ``hook(module, args, output) -> None | output`` after every module's forward."""
+        raise NotImplementedError
+
+    def register_optimizer_step_pre_hook(self, hook: Callable) -> Any:
+        """Global ``hook(optimizer, args, kwargs) -> None`` before every ``optimizer.step()``."""
+        raise NotImplementedError
+
+    def register_optimizer_step_post_hook(self, hook: Callable) -> Any:
+        """Global ``hook(optimizer, args, kwargs) -> None`` after every ``optimizer.step()``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ modes
+    def no_grad(self) -> contextlib.AbstractContextManager:
+        """The engine's ``no_grad()`` context."""
+        raise NotImplementedError
+
+    def record_creation_traces(self) -> contextlib.AbstractContextManager:
+        """Anomaly mode without its checks: every node created inside remembers the user's stack
+        (read it with :meth:`node_trace`)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ graph nodes
+    def node_trace(self, node: Any) -> list[tuple[str, int]]:
+        """``[(file, line), ...]``, outermost first, of the code that created ``node`` (empty
+        unless it was created inside :meth:`record_creation_traces`)."""
+        raise NotImplementedError
+
+    def node_sequence_nr(self, node: Any) -> int:
+        """The node's creation sequence number (later nodes have larger numbers)."""
+        raise NotImplementedError
+
+    def node_output_shapes(self, node: Any) -> tuple:
+        """The shape of each output of ``node`` (the gradients it receives), as tuples of ints."""
+        raise NotImplementedError
+
+    def node_name(self, tensor: Any) -> str | None:
+        """``tensor.grad_fn.name()``, looking through the identity nodes of module backward hooks."""
+        node = getattr(tensor, "grad_fn", None)
+        while node is not None and node.name() == HOOK_NODE:
+            following = [fn for fn, _ in node.next_functions if fn is not None]
+            node = following[0] if following else None
+        return node.name() if node is not None else None
+
+    # ------------------------------------------------------------------ numbers
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        """The tensor's values on the host as a numpy array (float32 for 16-bit floats)."""
+        raise NotImplementedError
+
+    def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
+        """Sum of squares of each tensor (None for a None entry), exact for finite values
+        (no float32 overflow), NaN/Inf when the tensor holds them, with one host transfer."""
+        raise NotImplementedError
+
+    def loss_and_squared_norms(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
+        """``(float(loss), squared_norms(tensors))`` with a single host synchronisation."""
+        return float(loss.item()), self.squared_norms(tensors)
+
+    def nonfinite_kind(self, tensor: Any) -> str | None:
+        """``"nan"`` if the tensor holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
+        array = self.to_numpy(tensor)
+        if array.dtype.kind != "f":
+            return None
+        if np.isnan(array).any():
+            return "nan"
+        if np.isinf(array).any():
+            return "inf"
+        return None
+
+    def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
+        """The engine's ``nn.utils.clip_grad_norm_``."""
+        raise NotImplementedError
+
+    def clip_grad_value_(self, parameters: Iterable[Any], clip_value: float) -> None:
+        """The engine's ``nn.utils.clip_grad_value_``."""
+        raise NotImplementedError
+
+    def sgd(self, parameters: Iterable[Any], lr: float) -> Any:
+        """The engine's ``optim.SGD(parameters, lr=lr)``: the default optimizer."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state
+    def manual_seed(self, seed: int) -> None:
+        """Seed the engine's default random generator(s)."""
+        raise NotImplementedError
+
+    def get_rng_state(self) -> dict[str, np.ndarray]:
+        """The default generators' states as plain arrays (``{"cpu": ..., "cuda:0": ...}``)."""
+        raise NotImplementedError
+
+    def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`get_rng_state` returned."""
+        raise NotImplementedError
+
+    def clone(self, tensor: Any) -> Any:
+        """A detached copy of ``tensor`` on its device (for snapshots)."""
+        return tensor.detach().clone()
+
+    def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
+        """Detached copies of ``tensors``; written into ``into`` (tensors of the same shapes,
+        dtypes and devices, e.g. an older snapshot's) when given, to save allocations."""
+        if into is None:
+            return [self.clone(tensor) for tensor in tensors]
+        with self.no_grad():
+            for target, tensor in zip(into, tensors, strict=True):
+                target.copy_(tensor)
+        return list(into)
+
+    def copy_into(self, target: Any, value: Any) -> None:
+        """``target.copy_(value)`` without recording graph; ``value`` is a tensor or a numpy array
+        (moved to the target's device and cast to its dtype)."""
+        raise NotImplementedError
+
+    def from_numpy(self, array: np.ndarray, device: str | None = None, dtype: str | None = None) -> Any:
+        """A new tensor with ``array``'s values (on ``device``, as ``dtype`` when given)."""
+        raise NotImplementedError
+
+    def describe_device(self, tensor: Any) -> str | None:
+        """The tensor's device as a string (``"cuda:0"``), or None on the CPU-only engine."""
+        return None
+
+    def storage_key(self, tensor: Any) -> tuple:
+        """Where a tensor's values live, as ``(address, bytes, shape)``: aliases and detached copies
+        of one tensor share the key."""
+        array = self.to_numpy(tensor)
+        return array.__array_interface__["data"][0], array.nbytes, array.shape
+
+    def dtype_name(self, tensor: Any) -> str:
+        """The dtype's short name: ``"float32"``, ``"bfloat16"``, ``"int64"``, ..."""
+        return str(tensor.dtype).rpartition(".")[2]
+
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        """``(owner, attribute)`` pairs through which ``tensor.backward()`` and the engine's
+        ``autograd.backward`` reach the engine; ``gradscope run`` wraps them while a script runs."""
+        raise NotImplementedError
+
+    def in_backward(self) -> bool:
+        """True while a backward pass runs in this thread (e.g. activation checkpointing's
+        recomputation of forward)."""
+        raise NotImplementedError
+
+    def is_compiling(self) -> bool:
+        """True while a compiler traces the code (hooks must then do nothing)."""
+        return False
+
+    def gradient_scaler_class(self) -> type | None:
+        """The engine's loss-scaling class (``scale(outputs)``, ``step(optimizer)``,
+        ``get_scale()``), or None when the engine has none."""
+        return None
+
+    def is_compiled_module(self, module: Any) -> bool:
+        """True if ``module`` is a compiled wrapper whose inner modules' hooks are not observed."""
+        return False
+
+    def uncompiled(self, module: Any) -> Any:
+        """The module a compiled wrapper wraps (``module`` itself when it is not one)."""
+        return module
+
+
+def squared_norm(array: np.ndarray) -> float:
+    """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the
+    array holds them."""
+    flat = array.reshape(-1)
+    if flat.size == 0:
+        return 0.0
+    if flat.dtype.kind != "f":
+        flat = flat.astype(np.float64)
+    value = float(np.dot(flat, flat))
+    if not math.isfinite(value) and np.isfinite(flat).all():
+        flat64 = flat.astype(np.float64)
+        value = float(np.dot(flat64, flat64))
+    return value
+
+
+#: Arrays up to this many elements are reduced together in one pass (per-call overhead dominates).
+BATCH_LIMIT = 1 << 15
+
+
+def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:
+    """:func:`squared_norm` of each array (None for None); small float arrays of one dtype are
+    squared and summed together in one pass (a non-finite result is recomputed on its own, so a
+    float32 overflow of finite values is not reported as Inf)."""
+    if len(arrays) == 1:
+        return [None if arrays[0] is None else squared_norm(arrays[0])]
+    result: list[float | None] = [None] * len(arrays)
+    small = [index for index, array in enumerate(arrays)
+             if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == np.float32]
+    if len(small) > 1:
+        offsets = np.cumsum([0] + [arrays[index].size for index in small[:-1]])
+        flat = np.concatenate([arrays[index].reshape(-1) for index in small])
+        np.multiply(flat, flat, out=flat)
+        for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):
+            result[index] = value if math.isfinite(value) else None
+    for index, array in enumerate(arrays):
+        if array is not None and result[index] is None:
+            result[index] = squared_norm(array)
+    return result

@@ -1,0 +1,119 @@
+"""gradscope's own engine (numpy, CPU): the default. Its API is PyTorch's, so this adapter is thin."""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from gradscope.autograd import anomaly, grad_mode
+from gradscope.autograd.tensor import Tensor
+from gradscope.engines.base import Engine, squared_norms_of_arrays
+from gradscope.nn.modules import module as module_hooks
+from gradscope.nn.modules.module import Module
+from gradscope.optim import optimizer as optimizer_hooks
+from gradscope.ops import creation
+
+
+class NativeEngine(Engine):
+    """The adapter for gradscope's numpy engine."""
+
+    name = "gradscope"
+    display = "gradscope"
+
+    def is_module(self, value: Any) -> bool:
+        return isinstance(value, Module)
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, Tensor)
+
+    def register_module_forward_pre_hook(self, hook: Callable) -> Any:
+        return module_hooks.register_module_forward_pre_hook(hook)
+
+    def register_module_forward_hook(self, hook: Callable, *, with_kwargs: bool = False,
+                                     always_call: bool = False) -> Any:
+        return module_hooks.register_module_forward_hook(hook, with_kwargs=with_kwargs, always_call=always_call)
+
+    def register_optimizer_step_pre_hook(self, hook: Callable) -> Any:
+        return optimizer_hooks.register_optimizer_step_pre_hook(hook)
+
+    def register_optimizer_step_post_hook(self, hook: Callable) -> Any:
+        return optimizer_hooks.register_optimizer_step_post_hook(hook)
+
+    def no_grad(self) -> contextlib.AbstractContextManager:
+        return grad_mode.no_grad()
+
+    @contextlib.contextmanager
+    def record_creation_traces(self) -> Any:
+        with anomaly.detect_anomaly(check_nan=False, check_inf=False):
+            yield
+
+    def node_trace(self, node: Any) -> list[tuple[str, int]]:
+        return [(frame.filename, frame.lineno) for frame in getattr(node, "_trace", None) or ()]
+
+    def node_sequence_nr(self, node: Any) -> int:
+        return node._seq
+
+    def node_output_shapes(self, node: Any) -> tuple:
+        return tuple(tuple(int(size) for size in shape) for shape, _ in node._meta or ())
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        return tensor._data
+
+    def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
+        return squared_norms_of_arrays([None if tensor is None else tensor._data for tensor in tensors])
+
+    def clone(self, tensor: Any) -> Any:
+        return Tensor._make(tensor._data.copy())
+
+    def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
+        if into is None:
+            return [Tensor._make(tensor._data.copy()) for tensor in tensors]
+        for target, tensor in zip(into, tensors, strict=True):
+            np.copyto(target._data, tensor._data)
+        return list(into)
+
+    def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
+        from gradscope.nn.utils import clip_grad_norm_
+
+        return clip_grad_norm_(list(parameters), max_norm)
+
+    def clip_grad_value_(self, parameters: Iterable[Any], clip_value: float) -> None:
+        from gradscope.nn.utils import clip_grad_value_
+
+        clip_grad_value_(list(parameters), clip_value)
+
+    def sgd(self, parameters: Iterable[Any], lr: float) -> Any:
+        from gradscope.optim import SGD
+
+        return SGD(parameters, lr=lr)
+
+    def manual_seed(self, seed: int) -> None:
+        creation.manual_seed(seed)
+
+    def get_rng_state(self) -> dict[str, np.ndarray]:
+        return {"cpu": np.array(creation.get_rng_state().numpy())}
+
+    def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
+        creation.set_rng_state(creation.tensor(state["cpu"]))
+
+    def copy_into(self, target: Any, value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            value = creation.tensor(value)
+        with grad_mode.no_grad():
+            target.copy_(value)
+
+    def from_numpy(self, array: np.ndarray, device: str | None = None, dtype: str | None = None) -> Any:
+        return creation.tensor(array)
+
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        import gradscope.autograd
+        from gradscope.autograd import engine
+
+        return [(engine, "backward"), (gradscope.autograd, "backward")]
+
+    def in_backward(self) -> bool:
+        from gradscope.autograd.engine import current_task
+
+        return current_task() is not None

@@ -1,0 +1,195 @@
+"""PyTorch (optional): imported only when a torch model is loaded or ``--engine torch`` is given.
+
+Statistics stay on the tensors' devices: one batched norm call over all tensors
+(``torch._foreach_norm``), one transfer of the resulting small vector to the host. A float32
+norm overflows to ``inf`` for finite values above about 1e19, so a non-finite norm is confirmed
+with a float64 norm of that tensor alone before it is reported (a rare, slow path).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from gradscope.engines.base import Engine
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _norms(tensors: list) -> list:
+    """2-norms of the tensors in one batched call per precision group (16-bit floats accumulate
+    in float32), in the order given."""
+    low = [index for index, t in enumerate(tensors) if t.dtype in _LOW_PRECISION]
+    if not low:
+        return list(torch._foreach_norm(tensors))
+    if len(low) == len(tensors):
+        return list(torch._foreach_norm(tensors, dtype=torch.float32))
+    result: list = [None] * len(tensors)
+    high = [index for index in range(len(tensors)) if index not in set(low)]
+    for indices, norms in ((low, torch._foreach_norm([tensors[i] for i in low], dtype=torch.float32)),
+                           (high, torch._foreach_norm([tensors[i] for i in high]))):
+        for index, norm in zip(indices, norms):
+            result[index] = norm
+    return result
+
+
+class TorchEngine(Engine):
+    """The adapter for PyTorch."""
+
+    name = "torch"
+    display = "PyTorch"
+
+    def is_module(self, value: Any) -> bool:
+        return isinstance(value, torch.nn.Module)
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor)
+
+    def register_module_forward_pre_hook(self, hook: Callable) -> Any:
+        return torch.nn.modules.module.register_module_forward_pre_hook(hook)
+
+    def register_module_forward_hook(self, hook: Callable, *, with_kwargs: bool = False,
+                                     always_call: bool = False) -> Any:
+        return torch.nn.modules.module.register_module_forward_hook(hook, with_kwargs=with_kwargs,
+                                                                    always_call=always_call)
+
+    def register_optimizer_step_pre_hook(self, hook: Callable) -> Any:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook  # torch.optim deletes the attribute
+
+        return register_optimizer_step_pre_hook(hook)
+
+    def register_optimizer_step_post_hook(self, hook: Callable) -> Any:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        return register_optimizer_step_post_hook(hook)
+
+    def no_grad(self) -> contextlib.AbstractContextManager:
+        return torch.no_grad()
+
+    def record_creation_traces(self) -> contextlib.AbstractContextManager:
+        return torch.autograd.set_detect_anomaly(True, check_nan=False)
+
+    def node_trace(self, node: Any) -> list[tuple[str, int]]:
+        lines = getattr(node, "metadata", {}).get("traceback_") or ()
+        frames = []
+        for text in lines:
+            match = _FRAME.search(text)
+            if match is not None:
+                frames.append((match["file"], int(match["line"])))
+        return frames
+
+    def node_sequence_nr(self, node: Any) -> int:
+        return node._sequence_nr()
+
+    def node_output_shapes(self, node: Any) -> tuple:
+        return tuple(tuple(int(size) for size in meta.shape) for meta in node._input_metadata)
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        tensor = tensor.detach()
+        if tensor.dtype in _LOW_PRECISION:
+            tensor = tensor.float()
+        return tensor.cpu().numpy()
+
+    def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
+        return self._squares(None, tensors)[1]
+
+    def loss_and_squared_norms(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
+        return self._squares(loss, tensors)
+
+    def _squares(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
+        present = [t.detach() for t in tensors if t is not None]
+        values: list[Any] = [loss.detach().reshape(())] if loss is not None else []
+        if present:
+            values.extend(_norms(present))
+        if not values:
+            return math.nan, [None] * len(tensors)
+        device = values[0].device
+        if any(v.device != device for v in values):
+            values = [v.to(device) for v in values]
+        host = torch.stack(values).to(torch.float64).tolist()
+        loss_value = host.pop(0) if loss is not None else math.nan
+        squares = iter(value * value for value in host)
+        result: list[float | None] = []
+        for tensor in tensors:
+            if tensor is None:
+                result.append(None)
+                continue
+            square = next(squares)
+            if not math.isfinite(square):
+                square = float(torch.linalg.vector_norm(tensor.detach(), dtype=torch.float64).item()) ** 2
+            result.append(square)
+        return loss_value, result
+
+    def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
+        if into is None:
+            return [tensor.detach().clone() for tensor in tensors]
+        if tensors:
+            with torch.no_grad():
+                torch._foreach_copy_(list(into), list(tensors))
+        return list(into)
+
+    def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
+        return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)
+
+    def clip_grad_value_(self, parameters: Iterable[Any], clip_value: float) -> None:
+        torch.nn.utils.clip_grad_value_(list(parameters), clip_value)
+
+    def sgd(self, parameters: Iterable[Any], lr: float) -> Any:
+        return torch.optim.SGD(parameters, lr=lr)
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def get_rng_state(self) -> dict[str, np.ndarray]:
+        state = {"cpu": torch.get_rng_state().numpy().copy()}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            for index, cuda_state in enumerate(torch.cuda.get_rng_state_all()):
+                state[f"cuda:{index}"] = cuda_state.numpy().copy()
+        return state
+
+    def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
+        torch.set_rng_state(torch.from_numpy(np.array(state["cpu"], dtype=np.uint8)))
+        for key, value in state.items():
+            if key.startswith("cuda:") and torch.cuda.is_available():
+                torch.cuda.set_rng_state(torch.from_numpy(np.array(value, dtype=np.uint8)), device=key)
+
+    def storage_key(self, tensor: Any) -> tuple:
+        return tensor.data_ptr(), tensor.numel() * tensor.element_size(), tuple(tensor.shape)
+
+    def copy_into(self, target: Any, value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            value = torch.from_numpy(np.array(value))
+        with torch.no_grad():
+            target.copy_(value)
+
+    def from_numpy(self, array: np.ndarray, device: str | None = None, dtype: str | None = None) -> Any:
+        tensor = torch.from_numpy(np.array(array))
+        target_dtype = getattr(torch, dtype) if dtype is not None else tensor.dtype
+        return tensor.to(device=device or "cpu", dtype=target_dtype)
+
+    def describe_device(self, tensor: Any) -> str | None:
+        return str(tensor.device)
+
+    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+    def backward_entry_points(self) -> list[tuple[Any, str]]:
+        return [(torch.autograd, "backward")]
+
+    def in_backward(self) -> bool:
+        return torch._C._current_graph_task_id() != -1
+
+    def is_compiling(self) -> bool:
+        return torch.compiler.is_compiling()
+
+    def gradient_scaler_class(self) -> type | None:
+        return torch.amp.GradScaler
+
+    def is_compiled_module(self, module: Any) -> bool:
+        return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+
+    def uncompiled(self, module: Any) -> Any:
+        return module._orig_mod if self.is_compiled_module(module) else module

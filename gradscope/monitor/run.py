@@ -1,0 +1,572 @@
+"""``gradscope run``: monitor an unmodified training script through global hooks, on either engine.
+
+:class:`RunMonitor` attaches to an engine through its adapter (global module forward hooks,
+global optimizer step hooks, and a wrapper around the engine's ``autograd.backward`` entry point)
+and turns what the script does into one :class:`StepRecord` per ``optimizer.step()`` (per
+``backward()`` call when the script has no optimizer).
+
+Cheap by default: per backward pass, one batched computation of the squared norms of every
+parameter gradient (plus, with ``--nan``/``--inf``, of the model's outputs) and the loss, read
+with a single host synchronisation. Those numbers are a fixed-size vector (one entry per
+parameter and model output, in a fixed order) whose non-finite entries are the flags. Only when
+one is non-finite does :mod:`gradscope.monitor.run_localize` re-run the model's forward (and
+backward) on the saved inputs, with the random generators restored, under full instrumentation.
+
+The model is the outermost module(s) with trainable parameters that the script calls; module and
+parameter names are paths in it.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gradscope.engines import ACCUMULATE_NODE, Engine
+from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
+from gradscope.monitor.stats import module_of
+
+__all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
+
+#: With --nan/--inf, how many nodes of the loss computation (between the loss and the model's
+#: outputs) get a node hook per backward pass.
+LOSS_GRAPH_NODES = 64
+
+
+class StopRun(BaseException):
+    """Raised from gradscope's hooks to stop the script when a watched non-finite value appeared.
+
+    A ``BaseException`` so that the script's ``except Exception`` blocks do not swallow it.
+    """
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``run`` watches and does.
+
+    Attributes:
+        nan: stop at the first NaN (loss, activation, gradient or parameter) and localise it.
+        inf: the same for Inf.
+        clip: clip the gradients to this value before each optimizer step (None: no clipping).
+        clip_mode: ``"norm"`` (total 2-norm) or ``"value"`` (each element).
+    """
+
+    nan: bool = False
+    inf: bool = False
+    clip: float | None = None
+    clip_mode: str = "norm"
+
+    @property
+    def stops(self) -> bool:
+        """True when ``--nan`` or ``--inf`` was given."""
+        return self.nan or self.inf
+
+
+@dataclass
+class RootCall:
+    """One call of a model (root) module in the current step, kept for localisation.
+
+    Attributes:
+        engine: the module's engine.
+        module: the root module.
+        name: its name prefix ("" for a single model).
+        args, kwargs: what it was called with.
+        rng: the engine's random generator state just before the call.
+        outputs: the tensors it returned.
+        grad_outputs: the gradients that reached ``outputs`` (filled during backward).
+    """
+
+    engine: Engine
+    module: Any
+    name: str
+    args: tuple
+    kwargs: dict
+    rng: Any
+    outputs: list
+    grad_outputs: list = field(default_factory=list)
+
+
+@dataclass
+class _Root:
+    engine: Engine
+    module: Any
+    prefix: str
+
+
+@dataclass
+class _BackwardStats:
+    """Host numbers of one backward pass (``scaled``: a gradient scaler scaled its loss, so its
+    gradients may overflow by design and only the loss and outputs count)."""
+
+    loss: float | None
+    squares: list[float | None]
+    output_squares: list[float | None]
+    scaled: bool = False
+
+
+class RunMonitor:
+    """Attach to whatever a script does; read :attr:`history` and :meth:`report` afterwards.
+
+    Args:
+        options: what to watch.
+        on_step: ``on_step(record)`` for each finished step (e.g. write a log line).
+        main_globals: the script's globals, used to name several models by their variables.
+
+    Example::
+
+        monitor = RunMonitor(RunOptions(nan=True))
+        monitor.attach(get_engine("gradscope"))
+        try:
+            run_script("train.py")
+        except StopRun:
+            pass
+        finally:
+            monitor.close()
+        report = monitor.report("train.py")
+    """
+
+    def __init__(self, options: RunOptions, on_step: Callable[[StepRecord], None] | None = None,
+                 main_globals: Callable[[], dict] | None = None) -> None:
+        self.options = options
+        self.on_step = on_step
+        self.main_globals = main_globals
+        self.history: list[StepRecord] = []
+        self.origin: NonFiniteOrigin | None = None
+        self.saw_nonfinite = False
+        self.notes: list[str] = []
+        self._engines: list[Engine] = []
+        self._handles: list[Any] = []
+        self._patches: list[tuple[Any, str, Any]] = []
+        self._originals: dict[str, Callable] = {}
+        self._roots: list[_Root] = []
+        self._names: dict[int, str] = {}
+        self._ignored: set[int] = set()
+        self._parameters: list[tuple[str, Any]] = []
+        self._parameter_modules: list[str] = []
+        self._rng_before: dict[int, Any] = {}
+        self.root_calls: list[RootCall] = []
+        self._pending: list[_BackwardStats] = []
+        self._last: _BackwardStats | None = None
+        self._optimizer_steps = 0
+        self._last_optimizer: Any = None
+        self._in_backward = False
+        self._in_step = False
+        self._closure_step = False
+        self._clipped: tuple[float, list[float | None]] | None = None
+        self.localizing = False
+        self._compiled_noted: set[int] = set()
+        self._scaled: tuple[Any, Any] | None = None
+        self.loss_events: list[tuple[Any, tuple, tuple]] = []
+
+    # ------------------------------------------------------------------ attaching
+    def attach(self, engine: Engine) -> None:
+        """Register the global hooks of ``engine`` and wrap its backward entry points."""
+        if engine in self._engines:
+            return
+        self._engines.append(engine)
+        if self.options.stops:
+            self._handles.append(engine.register_module_forward_pre_hook(
+                functools.partial(self._on_forward_pre, engine)))
+        self._handles.append(engine.register_module_forward_hook(
+            functools.partial(self._on_forward, engine), with_kwargs=True))
+        self._handles.append(engine.register_optimizer_step_pre_hook(
+            functools.partial(self._on_step_pre, engine)))
+        self._handles.append(engine.register_optimizer_step_post_hook(
+            functools.partial(self._on_step_post, engine)))
+        for owner, attribute in engine.backward_entry_points():
+            original = getattr(owner, attribute)
+            self._originals.setdefault(engine.name, original)
+            self._patches.append((owner, attribute, original))
+            setattr(owner, attribute, self._wrap_backward(engine, original))
+        scaler = engine.gradient_scaler_class()
+        if scaler is not None:
+            for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
+                original = scaler.__dict__[attribute]
+                self._patches.append((scaler, attribute, original))
+                setattr(scaler, attribute, wrap(original))
+
+    def close(self) -> None:
+        """Remove every hook and restore the wrapped entry points (idempotent)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        for owner, attribute, original in reversed(self._patches):
+            setattr(owner, attribute, original)
+        self._patches.clear()
+        self._engines.clear()
+
+    def original_backward(self, engine: Engine) -> Callable:
+        """The engine's unwrapped ``autograd.backward``."""
+        return self._originals[engine.name]
+
+    # ------------------------------------------------------------------ the model
+    def _root_of(self, module: Any) -> _Root | None:
+        for root in self._roots:
+            if root.module is module:
+                return root
+        return None
+
+    def _adopt(self, engine: Engine, module: Any) -> None:
+        """A module outside every known model was called: it becomes a model if it has trainable
+        parameters; known models inside it are absorbed into it."""
+        if not any(p.requires_grad for p in module.parameters()):
+            self._ignored.add(id(module))
+            return
+        inside = {id(m) for m in module.modules()}
+        self._roots = [root for root in self._roots if id(root.module) not in inside]
+        self._roots.append(_Root(engine, module, ""))
+        self._rename()
+        self.root_calls = [call for call in self.root_calls if self._root_of(call.module) is not None]
+        for call in self.root_calls:
+            call.name = self._root_of(call.module).prefix
+
+    def _rename(self) -> None:
+        prefixes = _root_prefixes([root.module for root in self._roots], self.main_globals)
+        self._names.clear()
+        self._parameters.clear()
+        for root, prefix in zip(self._roots, prefixes):
+            root.prefix = prefix
+            self._names[id(root.module)] = prefix
+            inner = root.engine.uncompiled(root.module)
+            for name, module in inner.named_modules():
+                self._names.setdefault(id(module), _join(prefix, name))
+            self._parameters.extend((_join(prefix, name), p) for name, p in inner.named_parameters()
+                                    if p.requires_grad)
+        self._parameter_modules = [module_of(name) for name, _ in self._parameters]
+
+    def module_name(self, module: Any) -> str | None:
+        """The module's path in the model, or None for modules outside it."""
+        return self._names.get(id(module))
+
+    @property
+    def optimizer_steps(self) -> int:
+        """How many optimizer steps have run."""
+        return self._optimizer_steps
+
+    @property
+    def last_optimizer(self) -> Any:
+        """The optimizer of the last step (None before the first)."""
+        return self._last_optimizer
+
+    @property
+    def parameters(self) -> list[tuple[str, Any]]:
+        """``(name, parameter)`` of every trainable parameter of the model, in model order."""
+        return self._parameters
+
+    # ------------------------------------------------------------------ hooks
+    def _skip(self, engine: Engine) -> bool:
+        return self.localizing or engine.is_compiling() or engine.in_backward()
+
+    def _on_forward_pre(self, engine: Engine, module: Any, args: tuple) -> None:
+        if self._skip(engine):
+            return
+        key = id(module)
+        if key in self._ignored or (key in self._names and self._root_of(module) is None):
+            return
+        self._rng_before[key] = engine.get_rng_state()
+
+    def _on_forward(self, engine: Engine, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+        if self._skip(engine):
+            return
+        key = id(module)
+        if key not in self._names:
+            if key in self._ignored:
+                return
+            self._adopt(engine, module)
+            if key not in self._names:
+                return
+        if engine.is_compiled_module(module) and key not in self._compiled_noted:
+            self._compiled_noted.add(key)
+            self.notes.append(f"module {_label(self._names[key])} is compiled (torch.compile): the modules "
+                              "inside it are not observed")
+        if not self.options.stops:
+            return
+        root = self._root_of(module)
+        if root is None:
+            return
+        outputs = [t for t in engine.tensors_in(output) if t.requires_grad]
+        if not outputs:
+            return
+        call = RootCall(engine, module, root.prefix, args, kwargs, self._rng_before.pop(key, None), outputs,
+                        [None] * len(outputs))
+        for index, tensor in enumerate(outputs):
+            tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index))
+        self.root_calls.append(call)
+
+    def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.localizing or self._in_backward or engine.is_compiling():
+                return original(tensors, *args, **kwargs)
+            self._before_backward()
+            loss = _scalar_of(engine, tensors)
+            handles = self._hook_loss_graph(loss) if self.options.stops and loss is not None else []
+            self._in_backward = True
+            try:
+                result = original(tensors, *args, **kwargs)
+            finally:
+                self._in_backward = False
+                for handle in handles:
+                    handle.remove()
+            self._after_backward(engine, loss)
+            return result
+
+        return backward
+
+    def _wrap_scale(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def scale(scaler: Any, outputs: Any) -> Any:
+            result = original(scaler, outputs)
+            self._scaled = (result, scaler)
+            return result
+
+        return scale
+
+    def _wrap_scaler_step(self, original: Callable) -> Callable:
+        """A gradient scaler that found Inf/NaN gradients skips ``optimizer.step()``: that backward
+        pass becomes a skipped step (scaled gradients overflow by design; not a finding)."""
+        @functools.wraps(original)
+        def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            before = self._optimizer_steps
+            result = original(scaler, optimizer, *args, **kwargs)
+            if self._optimizer_steps == before and self._pending and not self.localizing:
+                self._emit(skipped=True)
+            return result
+
+        return step
+
+    def _hook_loss_graph(self, loss: Any) -> list:
+        """Node post-hooks on the loss computation between the loss and the model's outputs (at
+        most :data:`LOSS_GRAPH_NODES` nodes) that keep what they see, so that a gradient the loss
+        computation makes non-finite can be named."""
+        self.loss_events = []
+        boundary = {id(t.grad_fn) for call in self.root_calls for t in call.outputs}
+        handles: list[Any] = []
+        seen: set[int] = set()
+        stack = [loss.grad_fn] if loss.grad_fn is not None else []
+        while stack and len(seen) < LOSS_GRAPH_NODES:
+            node = stack.pop()
+            if id(node) in seen or id(node) in boundary or not hasattr(node, "next_functions"):
+                continue
+            seen.add(id(node))
+            if node.name() == ACCUMULATE_NODE:
+                continue
+            handles.append(node.register_hook(functools.partial(_keep_event, self.loss_events, node)))
+            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+        return handles
+
+    def _before_backward(self) -> None:
+        """Pending backward passes whose gradients were reset without an optimizer step are
+        steps of their own (no optimizer) or skipped steps (an optimizer exists)."""
+        if self._pending and not self._in_step and self._parameters and \
+                all(p.grad is None for _, p in self._parameters):
+            self._emit(skipped=self._optimizer_steps > 0)
+
+    def _after_backward(self, engine: Engine, loss: Any) -> None:
+        grads = [p.grad for _, p in self._parameters]
+        outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
+        tensors = grads + outputs
+        if loss is not None:
+            loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
+        else:
+            loss_value, squares = None, engine.squared_norms(tensors)
+        scaled, self._scaled = self._scaled, None
+        if scaled is not None and loss is not None and scaled[0] is loss:
+            scale = float(scaled[1].get_scale())
+            loss_value = loss_value / scale
+            squares[:len(grads)] = [None if value is None else value / (scale * scale)
+                                    for value in squares[:len(grads)]]
+        stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
+                               scaled=scaled is not None and scaled[0] is loss)
+        if not (self._in_step and self._closure_step and self._pending):
+            self._pending.append(stats)
+        else:
+            self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
+                                               stats.scaled)
+        self._last = stats
+        if not _all_finite(stats):
+            self.saw_nonfinite = True
+            if self.options.stops:
+                self._check_stop(engine, loss, stats)
+        self.root_calls.clear()
+
+    def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
+        from gradscope.monitor.run_localize import localize
+
+        # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
+        # tensor: NaN if it holds a NaN, Inf if it holds only infinities.
+        kinds = {_value_kind(value) for value in _verdict_values(stats)}
+        if not ((self.options.nan and "nan" in kinds) or (self.options.inf and "inf" in kinds)):
+            return
+        self.origin = localize(self, engine, loss, stats, step=len(self.history))
+        self._emit(nonfinite=_where(stats))
+        raise StopRun()
+
+    def _on_step_pre(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if self.localizing or engine.is_compiling():
+            return
+        self._in_step = True
+        if args and args[0] is optimizer:  # torch's step hooks get the optimizer itself in args
+            args = args[1:]
+        self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
+        self._clipped = None
+        if self.options.clip is not None and not self._closure_step:
+            self._clip(engine, optimizer)
+
+    def _clip(self, engine: Engine, optimizer: Any) -> None:
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if self.options.clip_mode == "value":
+            engine.clip_grad_value_(params, self.options.clip)
+        else:
+            engine.clip_grad_norm_(params, self.options.clip)
+        squares = engine.squared_norms([p.grad for _, p in self._parameters])
+        self._clipped = (_sqrt(_total(squares)), squares)
+
+    def _on_step_post(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if self.localizing or engine.is_compiling():
+            return
+        self._in_step = False
+        self._optimizer_steps += 1
+        self._last_optimizer = optimizer
+        if not self._pending and self._last is not None:
+            self._pending.append(self._last)
+        if self._pending:
+            self._emit()
+
+    # ------------------------------------------------------------------ records
+    def _emit(self, skipped: bool = False, nonfinite: str | None = None) -> None:
+        pending, self._pending = self._pending, []
+        last = pending[-1]
+        losses = [stats.loss for stats in pending if stats.loss is not None]
+        loss = None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
+        names = [name for name, _ in self._parameters]
+        layer_squares: dict[str, float] = {}
+        for module, square in zip(self._parameter_modules, last.squares):
+            if square is not None:
+                layer_squares[module] = layer_squares.get(module, 0.0) + square
+        clipped_total, clipped = None, ()
+        if self._clipped is not None:
+            clipped_total = self._clipped[0]
+            clipped = tuple((name, _sqrt(square)) for name, square in zip(names, self._clipped[1]))
+            self._clipped = None
+        record = StepRecord(
+            step=len(self.history), loss=loss, total_grad_norm=_sqrt(_total(last.squares)),
+            layer_norms=tuple((name, _sqrt(square)) for name, square in layer_squares.items()),
+            nonfinite=nonfinite or _where(last),
+            parameter_norms=tuple((name, _sqrt(square)) for name, square in zip(names, last.squares)),
+            clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped)
+        self.history.append(record)
+        if self.on_step is not None:
+            self.on_step(record)
+
+    def finish(self) -> None:
+        """The script ended: record what is still pending and check the parameters once more
+        (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
+        if self._pending:
+            self._emit(skipped=self._optimizer_steps > 0)
+        if not self.options.stops or self.origin is not None or not self._parameters:
+            return
+        from gradscope.monitor.run_localize import parameter_origin
+
+        for engine in self._engines:
+            params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
+            origin = parameter_origin(engine, params, self._last_optimizer, max(len(self.history) - 1, 0),
+                                      self.options)
+            if origin is not None:
+                self.origin = origin
+                self.saw_nonfinite = True
+                return
+
+    def report(self, script: str, interrupted: bool = False, error: bool = False) -> RunReport:
+        """The report of the steps recorded so far."""
+        if interrupted:
+            status = "interrupted"
+        elif self.saw_nonfinite:
+            status = "nonfinite"
+        elif error:
+            status = "error"
+        else:
+            status = "ok"
+        notes = list(self.notes)
+        skipped = sum(1 for record in self.history if record.skipped)
+        if skipped:
+            notes.append(f"{skipped} backward pass{'es were' if skipped != 1 else ' was'} not followed by an "
+                         "optimizer step (skipped steps)")
+        return RunReport(script=script, steps_run=len(self.history), status=status,
+                         first_nonfinite=self.origin, history=tuple(self.history), notes=tuple(notes))
+
+
+def _keep_grad(store: list, index: int, grad: Any) -> None:
+    store[index] = grad
+
+
+def _keep_event(store: list, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    store.append((node, grad_inputs, grad_outputs))
+
+
+def _scalar_of(engine: Engine, tensors: Any) -> Any:
+    """The loss: the one-element tensor backward was called on, or None."""
+    if isinstance(tensors, (tuple, list)) and len(tensors) == 1:
+        tensors = tensors[0]
+    if engine.is_tensor(tensors) and tensors.numel() == 1:
+        return tensors
+    return None
+
+
+def _root_prefixes(modules: list, main_globals: Callable[[], dict] | None) -> list[str]:
+    """"" for a single model; for several, the script's variable names (else class names)."""
+    if len(modules) == 1:
+        return [""]
+    names = {}
+    if main_globals is not None:
+        for variable, value in main_globals().items():
+            if not variable.startswith("_"):
+                names.setdefault(id(value), variable)
+    prefixes = []
+    for index, module in enumerate(modules):
+        prefix = names.get(id(module)) or f"{type(module).__name__.lower()}{index}"
+        prefixes.append(prefix)
+    return prefixes
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix and name else prefix or name
+
+
+def _label(name: str) -> str:
+    return repr(name) if name else "(model)"
+
+
+def _total(squares: list[float | None]) -> float:
+    return sum(value for value in squares if value is not None)
+
+
+def _sqrt(value: float | None) -> float | None:
+    if value is None:
+        return None
+    return math.sqrt(value) if not math.isnan(value) else math.nan
+
+
+def _value_kind(value: float | None) -> str | None:
+    if value is None or math.isfinite(value):
+        return None
+    return "nan" if math.isnan(value) else "inf"
+
+
+def _verdict_values(stats: _BackwardStats) -> list[float | None]:
+    """The numbers whose non-finiteness is a finding."""
+    return [stats.loss, *stats.output_squares, *(() if stats.scaled else stats.squares)]
+
+
+def _all_finite(stats: _BackwardStats) -> bool:
+    return all(value is None or math.isfinite(value) for value in _verdict_values(stats))
+
+
+def _where(stats: _BackwardStats) -> str | None:
+    if stats.loss is not None and not math.isfinite(stats.loss):
+        return "loss"
+    if any(value is not None and not math.isfinite(value) for value in stats.output_squares):
+        return "activation"
+    if any(value is not None and not math.isfinite(value) for value in stats.squares):
+        return "gradient"
+    return None

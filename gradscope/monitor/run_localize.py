@@ -1,0 +1,417 @@
+"""Where did the first NaN/Inf of a ``gradscope run`` step start?
+
+Called once, when the cheap per-step numbers of :class:`~gradscope.monitor.run.RunMonitor` held a
+non-finite value. The script's step cannot be run again, but its model can: the model's calls of
+this step were kept (inputs, random generator state, and the gradients that reached its outputs),
+and the parameters have not changed since. Each call is re-run with full instrumentation:
+
+* forward: global forward hooks check every module's inputs and outputs exactly, and the lines
+  of the user's own files are traced, so the first module that turned finite inputs into NaN/Inf,
+  the line and the autograd node are known;
+* backward: the call's forward is re-run recording where nodes were created, node post-hooks are
+  put on every node of its graph, and backward runs from the kept output gradients: the first
+  node whose incoming gradients are finite but whose results are not is the origin, and the
+  module whose forward created it is the module.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import sysconfig
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable
+
+from gradscope.engines import ACCUMULATE_NODE, Engine
+from gradscope.monitor.records import NonFiniteOrigin
+from gradscope.monitor.stats import module_of
+
+if TYPE_CHECKING:
+    from gradscope.monitor.run import RootCall, RunMonitor, RunOptions
+
+_GRADSCOPE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIBRARY_DIRS = tuple(sorted({os.path.abspath(sysconfig.get_paths()[key]) + os.sep
+                              for key in ("stdlib", "platstdlib", "purelib", "platlib")})) + (_GRADSCOPE_DIR,)
+
+
+def is_user_file(filename: str) -> bool:
+    """True for the user's own source files (not the standard library, installed packages or gradscope)."""
+    if filename.startswith("<"):
+        return False
+    return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
+
+
+def relative_source(filename: str, line: int) -> str:
+    """``file:line``, relative to the working directory when the file is below it."""
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:
+        relative = filename
+    return f"{filename if relative.startswith('..') else relative}:{line}"
+
+
+def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
+    """The origin of the first non-finite value of this backward pass (see the module docstring)."""
+    calls = [call for call in monitor.root_calls if call.engine is engine]
+    monitor.localizing = True
+    rng = engine.get_rng_state()
+    try:
+        origin = _forward_origin(monitor, engine, calls, stats, step)
+        if origin is None:
+            origin = _backward_origin(monitor, engine, calls, step)
+    finally:
+        engine.set_rng_state(rng)
+        monitor.localizing = False
+    if origin is not None:
+        return origin
+    for (name, parameter), square in zip(monitor.parameters, stats.squares):
+        if square is not None and not math.isfinite(square):
+            kind = "nan" if math.isnan(square) else "inf"
+            return NonFiniteOrigin(step=step, phase="backward", module=module_of(name), node=None, source=None,
+                                   kind=kind, detail=f"the gradient of {name} is {kind}; re-running the model's "
+                                                     "forward and backward pass did not reproduce it")
+    kind = "nan" if loss is None or math.isnan(stats.loss or 0.0) else "inf"
+    return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
+                           detail="the loss is not finite; no module of the model produced a non-finite value")
+
+
+def parameter_origin(engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
+                     options: "RunOptions") -> NonFiniteOrigin | None:
+    """An ``update`` origin if a parameter is non-finite (and watched), else None."""
+    if not parameters:
+        return None
+    squares = engine.squared_norms([p for _, p in parameters])
+    for (name, _), square in zip(parameters, squares):
+        if square is None or math.isfinite(square):
+            continue
+        kind = "nan" if math.isnan(square) else "inf"
+        if (kind == "nan" and options.nan) or (kind == "inf" and options.inf):
+            return _update_origin(step, name, kind, optimizer)
+    return None
+
+
+def _update_origin(step: int, parameter: str, kind: str, optimizer: Any) -> NonFiniteOrigin:
+    node = f"{type(optimizer).__name__}.step" if optimizer is not None else None
+    return NonFiniteOrigin(step=step, phase="update", module=module_of(parameter), node=node, source=None,
+                           kind=kind, detail=f"the optimizer step made {parameter} {kind} although its gradient "
+                                             "was finite (the update overflowed: lower the learning rate or clip "
+                                             "the gradients)")
+
+
+# ---------------------------------------------------------------------------- forward
+def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall"], stats: Any,
+                    step: int) -> NonFiniteOrigin | None:
+    for call in calls:
+        kind = _first_kind(engine, [*engine.tensors_in(call.args), *engine.tensors_in(call.kwargs)])
+        if kind is not None:
+            return NonFiniteOrigin(step=step, phase="forward", module=None, node="input data", source=None,
+                                   kind=kind, detail=f"the model{f' {call.name!r}' if call.name else ''} was "
+                                                     f"called with inputs that already hold {kind} (the data)")
+    for call in calls:
+        if _first_kind(engine, call.outputs) is None:
+            continue
+        trace = _ForwardTrace(monitor, engine)
+        try:
+            with trace:
+                _call_again(engine, call)
+        except Exception:  # noqa: BLE001 - a model that cannot be called again: report what is known
+            trace.module_found = False
+        if not trace.module_found:
+            kind = _first_kind(engine, call.outputs) or "nan"
+            return NonFiniteOrigin(step=step, phase="forward", module=call.name, node=engine.node_name(
+                call.outputs[0]), source=None, kind=kind, detail=f"{_words(call.name)} returned {kind}; running "
+                                                                 "it again did not reproduce it")
+        if trace.parameter is not None:
+            if monitor.optimizer_steps:
+                return _update_origin(step - 1, trace.parameter, trace.kind, monitor.last_optimizer)
+            return NonFiniteOrigin(step=step, phase="forward", module=trace.module, node=None, source=None,
+                                   kind=trace.kind, detail=f"parameter {trace.parameter} was already {trace.kind} "
+                                                           "before the first optimizer step")
+        source = relative_source(*trace.source) if trace.source is not None else None
+        detail = f"{_words(trace.module)} turned finite inputs into {trace.kind}"
+        if trace.propagated:
+            detail += "; the modules listed after it only passed it on"
+        return NonFiniteOrigin(step=step, phase="forward", module=trace.module,
+                               node=trace.source_node or trace.node, source=source, kind=trace.kind,
+                               propagated=tuple(trace.propagated), detail=detail)
+    if stats.loss is not None and not math.isfinite(stats.loss):
+        kind = "nan" if math.isnan(stats.loss) else "inf"
+        return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
+                               detail=f"the model's outputs are finite; the loss computation produced {kind}")
+    return None
+
+
+class _ForwardTrace:
+    """Global forward hooks that check every module's inputs and outputs exactly, and line tracing
+    of the user's files (``sys.settrace``, only during this re-run)."""
+
+    def __init__(self, monitor: "RunMonitor", engine: Engine) -> None:
+        self.monitor = monitor
+        self.engine = engine
+        self.module: str | None = None
+        self.module_found = False
+        self.kind = "nan"
+        self.node: str | None = None
+        self.parameter: str | None = None
+        self.propagated: list[str] = []
+        self.source: tuple[str, int] | None = None
+        self.source_node: str | None = None
+        self._checked: dict[int, tuple[Any, str | None]] = {}
+        self._arguments: dict[int, Any] = {}
+        self._last_line: dict[int, int] = {}
+        self._handle: Any = None
+        self._previous_trace: Callable | None = None
+
+    def __enter__(self) -> "_ForwardTrace":
+        self._handle = self.engine.register_module_forward_hook(self._on_forward)
+        self._previous_trace = sys.gettrace()
+        sys.settrace(self._trace_call)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        sys.settrace(self._previous_trace)
+        self._handle.remove()
+
+    def _kind(self, tensor: Any) -> str | None:
+        cached = self._checked.get(id(tensor))
+        if cached is not None and cached[0] is tensor:
+            return cached[1]
+        kind = self.engine.nonfinite_kind(tensor)
+        self._checked[id(tensor)] = (tensor, kind)
+        return kind
+
+    def _first(self, value: Any) -> tuple[str | None, Any]:
+        for tensor in self.engine.tensors_in(value):
+            kind = self._kind(tensor)
+            if kind is not None:
+                return kind, tensor
+        return None, None
+
+    def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
+        out_kind, tensor = self._first(output)
+        if out_kind is None:
+            return
+        in_kind, _ = self._first(args)
+        name = self.monitor.module_name(module)
+        if not self.module_found and in_kind is None:
+            self.module_found = True
+            self.module = name
+            self.kind = out_kind
+            self.node = self.engine.node_name(tensor)
+            for parameter_name, parameter in module.named_parameters(recurse=False):
+                if self._kind(parameter) is not None:
+                    self.parameter = _join(name or "", parameter_name)
+                    self.kind = self._kind(parameter)
+                    break
+        elif self.module_found and name is not None and not _contains(name, self.module):
+            self.propagated.append(name)
+
+    def _trace_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        if not is_user_file(frame.f_code.co_filename):
+            return None
+        for value in list(frame.f_locals.values()):
+            for tensor in self.engine.tensors_in(value):  # arguments are not attributed to this frame
+                self._arguments[id(tensor)] = tensor
+        self._last_line[id(frame)] = frame.f_lineno
+        return self._trace_line
+
+    def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        if self.source is None:
+            if event == "line":
+                for value in list(frame.f_locals.values()):
+                    self._attribute(value, frame, self._last_line.get(id(frame), frame.f_lineno))
+            elif event == "return":
+                self._attribute(arg, frame, frame.f_lineno)
+        if event == "return":
+            self._last_line.pop(id(frame), None)
+        else:
+            self._last_line[id(frame)] = frame.f_lineno
+        return self._trace_line
+
+    def _attribute(self, value: Any, frame: FrameType, line: int) -> None:
+        for tensor in self.engine.tensors_in(value):
+            if self._arguments.get(id(tensor)) is tensor:
+                continue
+            if self._kind(tensor) is not None:
+                self.source = (frame.f_code.co_filename, line)
+                self.source_node = self.engine.node_name(tensor)
+                return
+
+
+# ---------------------------------------------------------------------------- backward
+def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall"],
+                     step: int) -> NonFiniteOrigin | None:
+    for call in reversed(calls):
+        present = [(out, grad) for out, grad in zip(call.outputs, call.grad_outputs) if grad is not None]
+        if not present:
+            continue
+        kind = _first_kind(engine, [grad for _, grad in present])
+        if kind is not None:
+            node, kind = _first_bad_node(engine, monitor.loss_events, kind)
+            return NonFiniteOrigin(step=step, phase="backward", module=None, node=node, source=None, kind=kind,
+                                   detail=f"the gradient that reached the output of {_words(call.name)} was "
+                                          f"already {kind}: the loss computation outside the model produced it")
+        trace = _BackwardTrace(monitor, engine)
+        try:
+            trace.run(call)
+        except Exception:  # noqa: BLE001 - a model that cannot be called again: try the next call
+            continue
+        if trace.node is not None:
+            source = relative_source(*trace.source) if trace.source is not None else None
+            detail = f"the backward pass of {_words(trace.module)} produced the first {trace.kind} in {trace.node}"
+            if trace.propagated:
+                detail += "; the modules listed after it only passed it on"
+            return NonFiniteOrigin(step=step, phase="backward", module=trace.module, node=trace.node,
+                                   source=source, kind=trace.kind, propagated=tuple(trace.propagated),
+                                   detail=detail)
+    return None
+
+
+class _BackwardTrace:
+    """Re-run one model call and its backward pass with node post-hooks on every node."""
+
+    def __init__(self, monitor: "RunMonitor", engine: Engine) -> None:
+        self.monitor = monitor
+        self.engine = engine
+        self.node: str | None = None
+        self.module: str | None = None
+        self.kind = "nan"
+        self.source: tuple[str, int] | None = None
+        self.propagated: list[str] = []
+        self._max_seq = -1
+        self._open: dict[int, list[int]] = {}
+        self._ranges: list[tuple[int, int, str]] = []
+        self._events: list[tuple[str, Any, Any, Any]] = []
+
+    def run(self, call: "RootCall") -> None:
+        engine = self.engine
+        handles = [engine.register_module_forward_pre_hook(self._on_pre),
+                   engine.register_module_forward_hook(self._on_forward)]
+        try:
+            with engine.record_creation_traces():
+                outputs = _call_again(engine, call, track_inputs=True)
+        finally:
+            for handle in handles:
+                handle.remove()
+        tensors = [t for t in engine.tensors_in(outputs) if t.requires_grad]
+        pairs = [(t, grad) for t, grad in zip(tensors, call.grad_outputs) if grad is not None]
+        handles = self._hook_graph([t for t, _ in pairs])
+        try:
+            self.monitor.original_backward(engine)([t for t, _ in pairs], [grad for _, grad in pairs])
+        finally:
+            for handle in handles:
+                handle.remove()
+        self._find()
+
+    def _seq(self, tensor: Any) -> int:
+        node = getattr(tensor, "grad_fn", None)
+        return self.engine.node_sequence_nr(node) if node is not None else -1
+
+    def _on_pre(self, module: Any, args: tuple) -> None:
+        for tensor in self.engine.tensors_in(args):
+            self._max_seq = max(self._max_seq, self._seq(tensor))
+        self._open.setdefault(id(module), []).append(self._max_seq)
+
+    def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
+        starts = self._open.get(id(module))
+        start = starts.pop() if starts else self._max_seq
+        tensors = self.engine.tensors_in(output)
+        end = max([start, *(self._seq(t) for t in tensors)])
+        self._max_seq = max(self._max_seq, end)
+        name = self.monitor.module_name(module)
+        if name is None:
+            return
+        self._ranges.append((start, end, name))
+        for tensor in tensors:
+            if tensor.requires_grad:
+                tensor.register_hook(lambda grad, name=name: self._events.append(("module", name, grad, None)))
+
+    def _hook_graph(self, outputs: list) -> list:
+        handles = []
+        seen: set[int] = set()
+        stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node.name() != ACCUMULATE_NODE:
+                handles.append(node.register_hook(
+                    lambda grad_inputs, grad_outputs, node=node: self._events.append(
+                        ("node", node, grad_inputs, grad_outputs))))
+            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+        return handles
+
+    def _find(self) -> None:
+        engine = self.engine
+        for what, subject, first, second in self._events:
+            if what == "module":
+                if self.node is not None and engine.nonfinite_kind(first) is not None \
+                        and not _contains(subject, self.module) and subject not in self.propagated:
+                    self.propagated.append(subject)
+                continue
+            if self.node is not None:
+                continue
+            produced = _first_kind(engine, [g for g in first if g is not None])
+            if produced is None or _first_kind(engine, [g for g in second if g is not None]) is not None:
+                continue
+            self.node = subject.name()
+            self.kind = produced
+            self.module = self._module_of(engine.node_sequence_nr(subject))
+            frames = [frame for frame in engine.node_trace(subject) if is_user_file(frame[0])]
+            self.source = frames[-1] if frames else None
+
+    def _module_of(self, seq: int) -> str | None:
+        inside = [(start, name) for start, end, name in self._ranges if start < seq <= end]
+        return max(inside, key=lambda item: item[0])[1] if inside else None
+
+
+def _first_bad_node(engine: Engine, events: list, kind: str) -> tuple[str | None, str]:
+    """The first node (in execution order) whose incoming gradients are finite but whose results
+    are not, and the kind of its result; ``(None, kind)`` when there is none."""
+    for node, grad_inputs, grad_outputs in events:
+        produced = _first_kind(engine, [g for g in grad_inputs if g is not None])
+        if produced is not None and _first_kind(engine, [g for g in grad_outputs if g is not None]) is None:
+            return node.name(), produced
+    return None, kind
+
+
+# ---------------------------------------------------------------------------- helpers
+def _call_again(engine: Engine, call: "RootCall", track_inputs: bool = False) -> Any:
+    """Call the model again with the kept inputs and the random state it had before."""
+    if call.rng is not None:
+        engine.set_rng_state(call.rng)
+    args, kwargs = call.args, call.kwargs
+    if track_inputs:
+        args = tuple(_tracked(engine, value) for value in args)
+        kwargs = {key: _tracked(engine, value) for key, value in kwargs.items()}
+    return call.module(*args, **kwargs)
+
+
+def _tracked(engine: Engine, value: Any) -> Any:
+    """A tensor that required grad in the script gets a fresh graph of its own in the re-run."""
+    if engine.is_tensor(value) and value.requires_grad:
+        return value.detach().requires_grad_().clone()
+    return value
+
+
+def _first_kind(engine: Engine, tensors: list) -> str | None:
+    kinds = {engine.nonfinite_kind(tensor) for tensor in tensors if tensor is not None}
+    return "nan" if "nan" in kinds else "inf" if "inf" in kinds else None
+
+
+def _contains(outer: str, inner: str | None) -> bool:
+    """True if module ``outer`` is ``inner`` or one of its ancestors."""
+    if inner is None:
+        return False
+    return outer == inner or outer == "" or inner.startswith(outer + ".")
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix and name else prefix or name
+
+
+def _words(module: str | None) -> str:
+    if module is None:
+        return "code outside the model's modules"
+    return f"module {module!r}" if module else "the model's own forward"

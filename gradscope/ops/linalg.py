@@ -1,0 +1,214 @@
+"""Products beyond matmul: einsum, outer, the ``add*mm`` family, tensordot, cdist, and dense
+stand-ins for the sparse products small graph models call (``spmm``, ``sparse.mm``)."""
+from __future__ import annotations
+
+import string
+from typing import Any, Sequence
+
+import numpy as np
+
+from gradscope.autograd.function import new_node, result
+from gradscope.autograd.node import Node
+from gradscope.autograd.tensor import Tensor
+from gradscope.ops import arith, reduce, shape
+
+
+# ---------------------------------------------------------------- einsum
+def _parse_einsum(equation: str, ndims: Sequence[int]) -> tuple[list[str], str]:
+    """Explicit subscripts (no ellipsis, with an output) for ``equation`` on operands of ``ndims``."""
+    equation = equation.replace(" ", "")
+    inputs_part, arrow, output = equation.partition("->")
+    specs = inputs_part.split(",")
+    if len(specs) != len(ndims):
+        raise RuntimeError(f"einsum(): more operands were provided than specified in the equation"
+                           if len(ndims) > len(specs) else
+                           "einsum(): fewer operands were provided than specified in the equation")
+    used = set(equation) - set(".,->")
+    spare = [c for c in string.ascii_letters if c not in used]
+    ellipsis_dims = max((n - len(s.replace("...", "")) for s, n in zip(specs, ndims) if "..." in s), default=0)
+    ellipsis = "".join(spare[:ellipsis_dims])
+    explicit = []
+    for spec, n in zip(specs, ndims):
+        if "..." in spec:
+            count = n - len(spec.replace("...", ""))
+            spec = spec.replace("...", ellipsis[ellipsis_dims - count:] if count else "")
+        if len(spec) != n:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(spec)}) does not match "
+                               f"the number of dimensions ({n}) for operand {len(explicit)}")
+        explicit.append(spec)
+    if arrow:
+        output = output.replace("...", ellipsis)
+    else:
+        letters = "".join(explicit)
+        output = ellipsis + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ellipsis))
+    return explicit, output
+
+
+class EinsumBackward0(Node):
+    __slots__ = ("specs", "output")
+    _single_input = False
+
+    def backward(self, g):
+        arrays = self.saved()
+        sizes: dict = {}
+        for spec, a in zip(self.specs, arrays):
+            for letter, n in zip(spec, a.shape):
+                sizes[letter] = max(sizes.get(letter, 1), n)
+        grads = []
+        for k, ((node, _), spec, a) in enumerate(zip(self._next, self.specs, arrays)):
+            grads.append(None if node is None else self._grad_for(k, spec, a, g, arrays, sizes))
+        return tuple(grads)
+
+    def _grad_for(self, k: int, spec: str, a: np.ndarray, g: np.ndarray, arrays: tuple, sizes: dict) -> np.ndarray:
+        others = [(s, x) for j, (s, x) in enumerate(zip(self.specs, arrays)) if j != k]
+        operands = [(self.output, g)] + others
+        unique = "".join(dict.fromkeys(spec))
+        present = set("".join(s for s, _ in operands))
+        for letter in unique:
+            if letter not in present:  # summed over this operand alone: its gradient is broadcast
+                operands.append((letter, np.ones(sizes[letter], dtype=g.dtype)))
+        grad = np.einsum(",".join(s for s, _ in operands) + "->" + unique, *(x for _, x in operands))
+        if len(unique) != len(spec):  # repeated subscripts read a diagonal: write it back with deltas
+            spare = iter(c for c in string.ascii_letters if c not in sizes)
+            full, deltas = [], []
+            seen = set()
+            for letter in spec:
+                if letter in seen:
+                    fresh = next(spare)
+                    full.append(fresh)
+                    deltas.append((letter + fresh, np.eye(sizes[letter], dtype=g.dtype)))
+                else:
+                    seen.add(letter)
+                    full.append(letter)
+            grad = np.einsum(",".join([unique] + [s for s, _ in deltas]) + "->" + "".join(full),
+                             grad, *(d for _, d in deltas))
+        axes = tuple(i for i, (n, m) in enumerate(zip(a.shape, grad.shape)) if n == 1 and m != 1)
+        if axes:
+            grad = grad.sum(axis=axes, keepdims=True)
+        return grad.astype(g.dtype, copy=False)
+
+
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """Einstein summation over ``operands`` (ellipsis, implicit output and repeated subscripts)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    specs, output = _parse_einsum(equation, [t._data.ndim for t in operands])
+    explicit = ",".join(specs) + "->" + output
+    out = np.einsum(explicit, *(t._data for t in operands), optimize=len(operands) > 2)
+    node = new_node(EinsumBackward0, operands)
+    if node is not None:
+        node.specs, node.output = specs, output
+        node.save(*operands)
+    return result(np.asarray(out), node)
+
+
+def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
+    """Contract the last ``dims`` dims of ``a`` with the first of ``b`` (or the listed pairs)."""
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, (int, np.integer)):
+        dims_a = list(range(a._data.ndim - int(dims), a._data.ndim))
+        dims_b = list(range(int(dims)))
+    else:
+        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+    letters = iter(string.ascii_letters)
+    spec_a = [next(letters) for _ in range(a._data.ndim)]
+    spec_b = [next(letters) for _ in range(b._data.ndim)]
+    for da, db in zip(dims_a, dims_b):
+        spec_b[db % b._data.ndim] = spec_a[da % a._data.ndim]
+    contracted = {spec_a[d % a._data.ndim] for d in dims_a}
+    output = [c for c in spec_a if c not in contracted] + [c for c in spec_b if c not in contracted]
+    return einsum("".join(spec_a) + "," + "".join(spec_b) + "->" + "".join(output), a, b)
+
+
+# ---------------------------------------------------------------- outer and add*mm
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """``input[i] * vec2[j]`` for 1-D tensors."""
+    if input._data.ndim != 1 or vec2._data.ndim != 1:
+        raise RuntimeError("outer: expected 1-D tensors")
+    return arith.mul(shape.unsqueeze(input, 1), shape.unsqueeze(vec2, 0))
+
+
+ger = outer
+
+
+def _scaled_sum(input: Tensor, product: Tensor, beta: Any, alpha: Any) -> Tensor:
+    """``beta * input + alpha * product``; with ``beta == 0`` the input is ignored (NaN too)."""
+    if alpha != 1:
+        product = arith.mul(product, alpha)
+    if beta == 0:
+        return product
+    return arith.add(input if beta == 1 else arith.mul(input, beta), product)
+
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    return _scaled_sum(input, arith.mm(mat1, mat2), beta, alpha)
+
+
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    return _scaled_sum(input, arith.mv(mat, vec), beta, alpha)
+
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
+
+
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    return _scaled_sum(input, arith.bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    return _scaled_sum(input, reduce.sum(arith.bmm(batch1, batch2), 0), beta, alpha)
+
+
+# ---------------------------------------------------------------- distances
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """p-norm distances between the rows of ``x1`` (..., P, M) and ``x2`` (..., R, M)."""
+    if x1._data.ndim < 2 or x2._data.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1._data.ndim}D")
+    if x1._data.shape[-1] != x2._data.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1._data.shape[-1]} "
+                           f"X2: {x2._data.shape[-1]}")
+    difference = arith.sub(shape.unsqueeze(x1, -2), shape.unsqueeze(x2, -3))
+    return reduce.norm(difference, p=p, dim=-1)
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2.0) -> Tensor:
+    return reduce.norm(arith.sub(input, other), p=p)
+
+
+# ---------------------------------------------------------------- sparse products on dense tensors
+def spmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """``input @ mat2``; gradscope keeps "sparse" matrices dense, so this is ``mm``."""
+    return arith.mm(input, mat2)
+
+
+def sparse_coo_tensor(indices: Any, values: Any, size: Sequence[int] | None = None, *, dtype: Any = None,
+                      device: Any = None, requires_grad: bool = False, check_invariants: Any = None,
+                      is_coalesced: Any = None) -> Tensor:
+    """A dense tensor holding ``values`` at ``indices`` (a (ndim, nnz) tensor); repeated indices
+    add up, as when a sparse tensor is coalesced. gradscope has no sparse layout."""
+    from gradscope.autograd.device import check_device
+    from gradscope.ops.creation import tensor, zeros
+    from gradscope.ops.indexing import index_add
+
+    check_device(device)
+    index = indices if isinstance(indices, Tensor) else tensor(indices)
+    value = values if isinstance(values, Tensor) else tensor(values, dtype=dtype)
+    if dtype is not None:
+        value = shape.to(value, dtype)
+    if size is None:
+        size = tuple(int(m) + 1 for m in index._data.max(axis=1)) + tuple(value._data.shape[1:])
+    size = tuple(int(s) for s in size)
+    sparse_dims = index._data.shape[0]
+    flat_index = np.ravel_multi_index(tuple(index._data.astype(np.int64)), size[:sparse_dims])
+    dense = zeros(int(np.prod(size[:sparse_dims])), *size[sparse_dims:], dtype=value.dtype)
+    out = shape.reshape(index_add(dense, 0, Tensor._make(flat_index.astype(np.int64)), value), size)
+    if requires_grad:
+        out = out.detach().requires_grad_(True)
+    return out
+
+
+def to_dense(input: Tensor, dtype: Any = None, *, masked_grad: Any = None) -> Tensor:
+    """Tensors are always dense in gradscope: the tensor itself (converted to ``dtype``)."""
+    return input if dtype is None else shape.to(input, dtype)

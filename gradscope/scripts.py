@@ -1,0 +1,182 @@
+"""Running an unmodified Python script as ``__main__``, the way ``python SCRIPT ARGS`` does.
+
+:func:`run_script` executes the file with ``sys.argv == [SCRIPT, *ARGS]``, ``sys.path[0]`` set to
+the script's directory, ``__name__ == "__main__"`` and ``__file__`` set, and restores ``sys.argv``,
+``sys.path`` and ``sys.modules["__main__"]`` afterwards. :func:`when_imported` runs a callback
+once a module (``torch``) has finished importing, so that an engine's hooks are attached only if
+the script uses that engine.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import traceback
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from gradscope.errors import ModelError
+
+__all__ = ["ScriptError", "ScriptNotFound", "ScriptResult", "run_script", "when_imported"]
+
+
+class ScriptNotFound(ModelError):
+    """The script does not exist or cannot be read or compiled."""
+
+
+class ScriptError(ModelError):
+    """The script raised. ``traceback_text`` is the traceback as Python prints it for the script
+    (its own frames first, none of gradscope's runner frames)."""
+
+    def __init__(self, original: BaseException, traceback_text: str) -> None:
+        super().__init__(f"the script raised {type(original).__name__}: {original}")
+        self.original = original
+        self.traceback_text = traceback_text
+        self.__cause__ = original
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    """How the script ended without raising.
+
+    Attributes:
+        exit_code: 0 when it ran to its end, else the code of its ``SystemExit``.
+        message: what Python prints on stderr for ``sys.exit("text")`` (None otherwise).
+    """
+
+    exit_code: int
+    message: str | None = None
+
+
+def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResult:
+    """Run the Python file ``path`` as ``__main__`` with ``sys.argv == [path, *args]``.
+
+    ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``SystemExit`` or
+    ``Exception`` (such as a monitor's stop signal) pass through unchanged.
+
+    Raises:
+        ScriptNotFound: the file does not exist, cannot be read, or has a syntax error.
+        ScriptError: the script raised an ``Exception``.
+    """
+    absolute = os.path.abspath(path)
+    code = _compile(absolute, path)
+    module = types.ModuleType("__main__")
+    module.__dict__.update({"__file__": absolute, "__builtins__": __builtins__, "__cached__": None,
+                            "__loader__": importlib.machinery.SourceFileLoader("__main__", absolute),
+                            "__spec__": None, "__package__": None})
+    saved_argv, saved_path, saved_main = sys.argv[:], sys.path[:], sys.modules.get("__main__")
+    sys.argv[:] = [path, *args]
+    script_dir = os.path.dirname(os.path.realpath(absolute))
+    if sys.path:
+        sys.path[0] = script_dir
+    else:
+        sys.path.append(script_dir)
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        return _exit_result(exc)
+    except Exception as exc:  # noqa: BLE001 - the script's own error, reported as Python would
+        raise ScriptError(exc, _script_traceback(exc, code)) from exc
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+        else:
+            sys.modules.pop("__main__", None)
+    return ScriptResult(0)
+
+
+def _compile(absolute: str, path: str) -> types.CodeType:
+    if not os.path.isfile(absolute):
+        raise ScriptNotFound(f"{path}: no such script")
+    try:
+        with open(absolute, "rb") as file:
+            source = file.read()
+    except OSError as exc:
+        raise ScriptNotFound(f"{path}: cannot read the script ({exc.strerror})") from exc
+    try:
+        return compile(source, absolute, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise ScriptNotFound(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+
+
+def _exit_result(exc: SystemExit) -> ScriptResult:
+    """Python's own rules: None is 0, an int is itself, anything else is printed and gives 1."""
+    if exc.code is None:
+        return ScriptResult(0)
+    if isinstance(exc.code, int):
+        return ScriptResult(exc.code)
+    return ScriptResult(1, str(exc.code))
+
+
+def _script_traceback(exc: BaseException, code: types.CodeType) -> str:
+    """The traceback starting at the script's module frame, as ``python SCRIPT`` prints it."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not code:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+
+
+class _ImportWatcher(importlib.abc.MetaPathFinder):
+    """A ``sys.meta_path`` finder that finds nothing itself: it lets the other finders find
+    ``name`` and wraps the loader so that ``callback`` runs after the module has executed."""
+
+    def __init__(self, name: str, callback: Callable[[], None]) -> None:
+        self.name = name
+        self.callback = callback
+        self._searching = False
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name or self._searching:
+            return None
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._searching = False
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        execute = loader.exec_module
+        callback = self.callback
+
+        def exec_module(module: types.ModuleType) -> None:
+            execute(module)
+            callback()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+@contextlib.contextmanager
+def when_imported(name: str, callback: Callable[[], None]) -> Iterator[None]:
+    """Run ``callback()`` once the top-level module ``name`` has been imported.
+
+    Immediately if it already is; otherwise right after its first import finishes, inside the
+    ``with`` block. The module is never imported here.
+    """
+    if name in sys.modules:
+        callback()
+        yield
+        return
+    fired = False
+
+    def once() -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            callback()
+
+    watcher = _ImportWatcher(name, once)
+    sys.meta_path.insert(0, watcher)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(watcher)

@@ -1,0 +1,207 @@
+"""RunMonitor on its own (no script): steps, names and the pitfalls of real training loops."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gradscope.engines import get_engine
+from gradscope.monitor.run import RunMonitor, RunOptions, StopRun
+
+
+def _monitor(engine_name: str, **options) -> RunMonitor:
+    monitor = RunMonitor(RunOptions(**options), main_globals=lambda: {})
+    monitor.attach(get_engine(engine_name))
+    return monitor
+
+
+def test_native_names_steps_and_restores_backward():
+    import gradscope as gs
+    from gradscope import autograd, nn
+    from gradscope.autograd import engine
+
+    before = (engine.backward, autograd.backward)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    optimizer = gs.optim.SGD(model.parameters(), lr=0.1)
+    monitor = _monitor("gradscope", nan=True)
+    try:
+        for _ in range(2):
+            optimizer.zero_grad()
+            loss = model(gs.ones(2, 3)).sum()
+            loss.backward()
+            optimizer.step()
+    finally:
+        monitor.close()
+    assert (engine.backward, autograd.backward) == before
+    assert [record.step for record in monitor.history] == [0, 1]
+    assert [name for name, _ in monitor.history[0].parameter_norms] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    expected = math.sqrt(sum(float((p.grad * p.grad).sum().item()) for p in model.parameters()))
+    assert monitor.history[1].total_grad_norm == pytest.approx(expected, rel=1e-6)
+
+
+def test_two_models_are_named_by_their_variables():
+    import gradscope as gs
+    from gradscope import nn
+
+    encoder, decoder = nn.Linear(3, 2), nn.Linear(2, 3)
+    optimizer = gs.optim.SGD([*encoder.parameters(), *decoder.parameters()], lr=0.1)
+    monitor = RunMonitor(RunOptions(), main_globals=lambda: {"encoder": encoder, "decoder": decoder})
+    monitor.attach(get_engine("gradscope"))
+    try:
+        decoder(encoder(gs.ones(1, 3))).sum().backward()
+        optimizer.step()
+    finally:
+        monitor.close()
+    assert [name for name, _ in monitor.history[0].layer_norms] == ["encoder", "decoder"]
+
+
+def test_torch_lbfgs_closure_reads_gradients_after_the_step():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.LBFGS(model.parameters(), max_iter=4)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    losses = []
+
+    def closure():
+        optimizer.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        losses.append(loss.item())
+        return loss
+
+    monitor = _monitor("torch", nan=True, inf=True)
+    try:
+        for _ in range(2):
+            optimizer.step(closure)
+    finally:
+        monitor.close()
+    assert len(monitor.history) == 2
+    assert monitor.history[0].loss == pytest.approx(losses[0], rel=1e-6)  # the loss before the step
+    last = math.sqrt(sum(float((p.grad ** 2).sum()) for p in model.parameters()))
+    assert monitor.history[1].total_grad_norm == pytest.approx(last, rel=1e-5)  # the last closure's gradients
+
+
+def test_torch_activation_checkpointing_recompute_is_not_a_model_call():
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    head = torch.nn.Linear(4, 1)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block, self.head = block, head
+
+        def forward(self, x):
+            return self.head(checkpoint(self.block, x, use_reentrant=False))
+
+    model = Model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    monitor = _monitor("torch", nan=True)
+    try:
+        optimizer.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+    finally:
+        monitor.close()
+    names = [name for name, _ in monitor.history[0].parameter_norms]
+    assert names == ["block.0.weight", "block.0.bias", "head.weight", "head.bias"]
+    assert all(norm is not None and norm > 0 for _, norm in monitor.history[0].parameter_norms)
+
+
+def test_torch_inplace_relu_and_results_unchanged():
+    torch = pytest.importorskip("torch")
+
+    def train(monitored: bool) -> list[float]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(inplace=True), torch.nn.Dropout(0.5),
+                                    torch.nn.Linear(8, 1))
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        monitor = _monitor("torch", nan=True, inf=True) if monitored else None
+        losses = []
+        try:
+            for _ in range(3):
+                optimizer.zero_grad()
+                loss = model(torch.randn(5, 4)).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+        finally:
+            if monitor is not None:
+                monitor.close()
+        return losses
+
+    assert train(True) == train(False)
+
+
+def test_native_stop_raises_a_base_exception_not_caught_by_except_exception():
+    import gradscope as gs
+    from gradscope import nn
+
+    model = nn.Linear(2, 1)
+    monitor = _monitor("gradscope", nan=True)
+    caught = False
+    try:
+        with pytest.raises(StopRun):
+            try:
+                model(gs.tensor([[float("nan"), 1.0]])).sum().backward()
+            except Exception:  # noqa: BLE001 - what a script might do
+                caught = True
+    finally:
+        monitor.close()
+    assert not caught
+    assert monitor.origin is not None and monitor.origin.node == "input data"
+
+
+def test_torch_gradient_scaler_skipped_step_is_reported_as_skipped_not_as_a_finding():
+    torch = pytest.importorskip("torch")
+    from torch.amp import GradScaler
+
+    original = GradScaler.__dict__["step"], GradScaler.__dict__["scale"]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = GradScaler("cpu", init_scale=1024.0)
+    monitor = _monitor("torch", nan=True, inf=True)
+    losses = []
+    try:
+        for overflow in (False, True, False):
+            optimizer.zero_grad()
+            loss = model(torch.ones(1, 2)).sum()
+            if overflow:  # sqrt'(0) = Inf: the scaled gradients are not finite, the scaler skips
+                loss = loss + torch.sqrt(model(torch.ones(1, 2)) * 0).sum()
+            losses.append(loss.item())
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    finally:
+        monitor.close()
+    assert (GradScaler.__dict__["step"], GradScaler.__dict__["scale"]) == original
+    assert [record.skipped for record in monitor.history] == [False, True, False]
+    assert monitor.origin is None and monitor.report("s.py").status == "ok"
+    assert [record.loss for record in monitor.history] == pytest.approx(losses, rel=1e-6)  # unscaled
+    assert monitor.history[0].total_grad_norm == pytest.approx(3 ** 0.5, rel=1e-6)  # unscaled: x = (1, 1), b
+
+
+def test_torch_compiled_model_is_reported_as_not_observed_inside():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    compiled = torch.compile(model, backend="eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    monitor = _monitor("torch", nan=True, inf=True)
+    try:
+        with pytest.warns(UserWarning, match="global hooks on modules"):
+            for _ in range(2):
+                optimizer.zero_grad()
+                compiled(torch.randn(5, 3)).sum().backward()
+                optimizer.step()
+    finally:
+        monitor.close()
+    report = monitor.report("s.py")
+    assert report.status == "ok" and report.steps_run == 2
+    assert report.notes == ("module (model) is compiled (torch.compile): the modules inside it are not observed",)
+    assert [name for name, _ in report.history[0].parameter_norms] == ["0.weight", "0.bias", "2.weight", "2.bias"]
