@@ -140,8 +140,8 @@ def cos(input: Tensor) -> Tensor:
     return result(np.cos(float_input(input)), node)
 
 
-# A 0-d one: numpy would convert a python ``1`` on every call (float32 promotes to the
-# gradient's dtype, or is cast to float16 exactly).
+# A 0-d one: numpy would convert a python ``1`` on every call. (float32: with float64 it
+# promotes exactly; a float16 result is computed in float32 and cast back.)
 _ONE = np.ones((), dtype=np.float32)
 _ONE.flags.writeable = False
 
