@@ -1,7 +1,6 @@
 """``gradscope run [OPTIONS] SCRIPT [ARGS]...``: monitor an unmodified training script."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -70,6 +69,8 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
 
 
 def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_format: str, worker: Any) -> int:
+    import json
+
     from gradscope.engines import get_engine
     from gradscope.monitor.run import RunMonitor, StopRun
     from gradscope.render.data import run_step_to_dict

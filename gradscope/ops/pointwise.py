@@ -9,7 +9,7 @@ import numpy as np
 from gradscope.autograd.function import new_node, result, unary_result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import fix_float, float_input, operand, unbroadcast
+from gradscope.ops._util import fix_float, float_input, operand, select_or_zero, unbroadcast
 
 
 class ExpBackward0(Node):
@@ -140,8 +140,8 @@ def cos(input: Tensor) -> Tensor:
     return result(np.cos(float_input(input)), node)
 
 
-# A 0-d one: numpy would convert a python ``1`` on every call (float32 promotes to the
-# gradient's dtype, or is cast to float16 exactly).
+# A 0-d one: numpy would convert a python ``1`` on every call. (float32: with float64 it
+# promotes exactly; a float16 result is computed in float32 and cast back.)
 _ONE = np.ones((), dtype=np.float32)
 _ONE.flags.writeable = False
 
@@ -191,7 +191,7 @@ class ReluBackward0(Node):
 
     def backward(self, g):
         # relu'(0) = 0; selected, not multiplied, so a NaN/Inf gradient stops here as in torch
-        return np.where(self.saved_output() > 0, g, np.zeros((), g.dtype))
+        return select_or_zero(self.saved_output() > 0, g)
 
 
 def relu(input: Tensor) -> Tensor:
