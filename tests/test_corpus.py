@@ -237,8 +237,10 @@ def _tolerances(reference: types.ModuleType, dtype: tuple, stage: str) -> tuple:
     name, rtol, atol = dtype
     if name == "float64" and not getattr(reference, "CORPUS_FLOAT64", True):
         pytest.skip("this model is float32 by construction")
-    factor = getattr(reference, "CORPUS_TOLERANCE", {}).get(stage, 1.0)
-    return rtol * factor, atol * factor
+    override = getattr(reference, "CORPUS_TOLERANCE", {}).get(stage, 1.0)
+    if isinstance(override, dict):  # (rtol, atol) per dtype, where a model amplifies rounding
+        return override.get(name, (rtol, atol))
+    return rtol * override, atol * override
 
 
 def test_loss_and_gradients_agree(corpus_file: tuple, dtype: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
