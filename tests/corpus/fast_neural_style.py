@@ -116,7 +116,7 @@ style_weight = 1e10
 mse_loss = torch.nn.MSELoss()
 # the convolution biases in front of InstanceNorm have a zero gradient up to rounding, which Adam
 # turns into steps of +-lr: after training those agree only to lr
-CORPUS_TOLERANCE = {"loss": 5.0, "train": {"float32": (1e-3, 3e-3), "float64": (1e-6, 3e-3)}}
+CORPUS_TOLERANCE = {"loss": 5.0, "train": {"float32": (1e-3, 5e-3), "float64": (1e-6, 5e-3)}}
 
 
 def corpus_model():
