@@ -77,7 +77,7 @@ def _from_torch(value: Any) -> Any:
 
 def _to_torch(value: Any) -> Any:
     if isinstance(value, gradscope.Tensor):
-        return torch.from_numpy(np.array(value.numpy()))
+        return torch.from_numpy(np.array(value.detach().numpy()))
     if isinstance(value, (tuple, list)):
         return type(value)(_to_torch(item) for item in value)
     return value
@@ -211,6 +211,15 @@ def _run(files: tuple, monkeypatch: pytest.MonkeyPatch, entry: str, models: tupl
 
 DTYPES = {"float32": (torch.float32, gradscope.float32, 2e-4, 2e-5),
           "float64": (torch.float64, gradscope.float64, 1e-8, 1e-10)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Tiny models: torch's thread pool costs more than it saves (and the machine is shared)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(params=sorted(DTYPES))
