@@ -93,7 +93,7 @@ class DataLoader:
         self.sampler = sampler
         self.batch_sampler = batch_sampler
         if collate_fn is None:
-            collate_fn = default_collate if batch_size is not None or batch_sampler is not None else _convert
+            collate_fn = default_collate if batch_size is not None or batch_sampler is not None else default_convert
         self.collate_fn = collate_fn
 
     def __iter__(self) -> Iterator:
@@ -131,8 +131,18 @@ class DataLoader:
         return len(self.sampler)
 
 
-def _convert(sample: Any) -> Any:
-    """Without batching, arrays become tensors and everything else stays as it is."""
-    if isinstance(sample, np.ndarray) and sample.dtype.kind not in "OUS":
-        return as_tensor(sample)
-    return sample
+def default_convert(data: Any) -> Any:
+    """Without batching: arrays and numpy numbers become tensors, inside mappings and sequences too."""
+    if isinstance(data, np.ndarray) and data.dtype.kind not in "OUS":
+        return as_tensor(data)
+    if isinstance(data, np.generic) and data.dtype.kind not in "OUS":
+        return as_tensor(np.array(data))
+    if isinstance(data, collections.abc.Mapping):
+        return {key: default_convert(value) for key, value in data.items()}
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(default_convert(item) for item in data))
+    if isinstance(data, tuple):
+        return [default_convert(item) for item in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        return [default_convert(item) for item in data]
+    return data
