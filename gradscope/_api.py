@@ -3,7 +3,7 @@
 gradscope/__init__.py loads this module on first attribute access, so that commands like
 ``gradscope --help`` start without importing numpy.
 """
-from gradscope.autograd.dtypes import (bool_ as bool, double, dtype, float, float16, float32, float64,  # noqa: A004
+from gradscope.autograd.dtypes import (bfloat16, bool_ as bool, double, dtype, float, float16, float32, float64,  # noqa: A004
                                        half, int, int8, int16, int32, int64, long, short, uint8)
 from gradscope.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                                           set_grad_enabled)
@@ -13,7 +13,7 @@ from gradscope.ops.arith import (add, allclose, bmm, div, divide, dot, eq, equal
                                  isclose, le, logical_and, logical_not, logical_or, logical_xor, lt, matmul,
                                  mm, mul, multiply, mv, ne, neg, negative, pow, remainder, sub, subtract,
                                  true_divide)
-from gradscope.autograd.device import device
+from gradscope.autograd.device import device, get_default_device, set_default_device
 from gradscope.autograd.dtypes import finfo, iinfo
 from gradscope.ops.creation import LEGACY_TYPES as _LEGACY_TYPES
 from gradscope.ops.creation import (Generator, arange, bernoulli, logspace, normal, as_tensor, default_generator, empty, empty_like, eye,
@@ -42,7 +42,8 @@ from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, cl
                                  reshape, roll, select, split, squeeze, stack, swapaxes, swapdims, t,
                                  tensor_split, tile, trace, transpose, tril_indices, triu_indices, unbind,
                                  unflatten, unsqueeze, vstack)
-from gradscope import autograd, backends, cuda, distributions, sparse, utils
+from gradscope import amp, autograd, backends, cuda, distributions, sparse, utils
+from gradscope.amp import autocast
 from gradscope.runtime import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,
                                get_num_threads, set_float32_matmul_precision, set_num_threads,
                                use_deterministic_algorithms)

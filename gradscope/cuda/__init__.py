@@ -49,3 +49,11 @@ def _no_device(*args: Any, **kwargs: Any) -> Any:
 
 current_device = get_device_name = get_device_properties = set_device = _no_device
 memory_allocated = max_memory_allocated = _no_device
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: there is no CUDA device."""
+    return False
+
+
+from gradscope.cuda import amp  # noqa: E402
