@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from gradscope.errors import ModelError
+from gradscope.utils.usercode import describe_raise, passes_through
+
+# gradscope's monitor package: its frames are left out of the script's traceback.
+_MONITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor")
 
 __all__ = ["ScriptError", "ScriptNotFound", "ScriptResult", "run_script", "when_imported"]
 
@@ -32,10 +36,11 @@ class ScriptError(ModelError):
     """The script raised. ``traceback_text`` is the traceback as Python prints it for the script
     (its own frames first, none of gradscope's runner frames)."""
 
-    def __init__(self, original: BaseException, traceback_text: str) -> None:
-        super().__init__(f"the script raised {type(original).__name__}: {original}")
+    def __init__(self, original: BaseException, traceback_text: str, line: int | None = None) -> None:
+        super().__init__(f"the script {describe_raise(original)}" + (f" (line {line})" if line is not None else ""))
         self.original = original
         self.traceback_text = traceback_text
+        self.line = line
         self.__cause__ = original
 
 
@@ -55,12 +60,15 @@ class ScriptResult:
 def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResult:
     """Run the Python file ``path`` as ``__main__`` with ``sys.argv == [path, *args]``.
 
-    ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``SystemExit`` or
-    ``Exception`` (such as a monitor's stop signal) pass through unchanged.
+    What passes through the user-code boundary (:func:`gradscope.utils.usercode.passes_through`:
+    a real Ctrl-C or SIGTERM, gradscope's own control flow such as a monitor's stop signal) is
+    raised unchanged; anything else the script raises, ``KeyboardInterrupt`` and other
+    ``BaseException`` subclasses included, is the script's error.
 
     Raises:
-        ScriptNotFound: the file does not exist, cannot be read, or has a syntax error.
-        ScriptError: the script raised an ``Exception``.
+        ScriptNotFound: the file does not exist, is not a regular file, cannot be read, or has a
+            syntax error.
+        ScriptError: the script raised.
     """
     absolute = os.path.abspath(path)
     code = _compile(absolute, path)
@@ -80,8 +88,10 @@ def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResul
         exec(code, module.__dict__)
     except SystemExit as exc:
         return _exit_result(exc)
-    except Exception as exc:  # noqa: BLE001 - the script's own error, reported as Python would
-        raise ScriptError(exc, _script_traceback(exc, code)) from exc
+    except BaseException as exc:  # noqa: BLE001 - the script's own error, reported as Python would
+        if passes_through(exc):
+            raise
+        raise ScriptError(exc, _script_traceback(exc, code), _last_line(exc, absolute)) from exc
     finally:
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
@@ -93,8 +103,12 @@ def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResul
 
 
 def _compile(absolute: str, path: str) -> types.CodeType:
-    if not os.path.isfile(absolute):
+    if os.path.isdir(absolute):
+        raise ScriptNotFound(f"{path}: is a directory; expected a Python script")
+    if not os.path.exists(absolute):
         raise ScriptNotFound(f"{path}: no such script")
+    if not os.path.isfile(absolute):
+        raise ScriptNotFound(f"{path}: not a regular file; expected a Python script")
     try:
         with open(absolute, "rb") as file:
             source = file.read()
@@ -115,12 +129,27 @@ def _exit_result(exc: SystemExit) -> ScriptResult:
     return ScriptResult(1, str(exc.code))
 
 
+def _last_line(exc: BaseException, filename: str) -> int | None:
+    """The last line of the script file in the traceback of ``exc`` (None when it has none)."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
 def _script_traceback(exc: BaseException, code: types.CodeType) -> str:
-    """The traceback starting at the script's module frame, as ``python SCRIPT`` prints it."""
+    """The traceback starting at the script's module frame, as ``python SCRIPT`` prints it
+    (without the frames of gradscope's monitor, which wraps ``backward()`` and ``step()``)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code is not code:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+    shown = traceback.TracebackException(type(exc), exc, tb or exc.__traceback__)
+    shown.stack = traceback.StackSummary.from_list(
+        [frame for frame in shown.stack if os.path.dirname(os.path.abspath(frame.filename)) != _MONITOR])
+    return "".join(shown.format())
 
 
 class _ImportWatcher(importlib.abc.MetaPathFinder):

@@ -6,6 +6,7 @@ use, never at import time, so ``CliRunner`` captures them) and turns errors into
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 from enum import IntEnum
@@ -58,15 +59,35 @@ class App:
 
     @contextlib.contextmanager
     def user_output_to_stderr(self) -> Iterator[None]:
-        """Send everything printed to ``sys.stdout`` inside the block to stderr, except what
-        gradscope writes through this app: stdout then holds one document and nothing else."""
-        self._stdout = self.stdout
+        """Send everything printed to stdout inside the block to stderr, except what gradscope
+        writes through this app: stdout then holds one document and nothing else.
+
+        Where stdout is the process's file descriptor 1, the descriptor itself is pointed at
+        stderr too, so ``os.write(1, ...)``, C extensions and child processes cannot reach it either.
+        """
         saved = sys.stdout
+        previous = self._stdout
+        document = self.stdout
+        descriptor = _move_descriptor_1(document)
+        if descriptor is not None:
+            document = io.TextIOWrapper(io.FileIO(descriptor, "w", closefd=False),
+                                        encoding=getattr(saved, "encoding", None) or "utf-8", errors="replace")
+        self._stdout = document
         sys.stdout = sys.stderr
         try:
             yield
         finally:
             sys.stdout = saved
+            if descriptor is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    document.flush()
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.flush()
+                os.dup2(descriptor, 1)
+                os.close(descriptor)
+                if self._out is not None and self._out.file is document:
+                    self._out = None
+            self._stdout = previous
 
     def write(self, text: str) -> None:
         """Write ``text`` as it is to stdout."""
@@ -130,3 +151,22 @@ class App:
     def exit(self, code: ExitCode) -> NoReturn:
         """Exit with ``code`` without printing anything."""
         raise click.exceptions.Exit(int(code))
+
+
+def _move_descriptor_1(stream: IO[str]) -> int | None:
+    """When ``stream`` writes to file descriptor 1: flush it, keep a duplicate of descriptor 1
+    (returned) and point descriptor 1 at stderr. None when ``stream`` is something else."""
+    try:
+        if stream.fileno() != 1:
+            return None
+        stderr = sys.stderr.fileno()
+        stream.flush()
+        descriptor = os.dup(1)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    try:
+        os.dup2(stderr, 1)
+    except OSError:
+        os.close(descriptor)
+        return None
+    return descriptor

@@ -15,7 +15,7 @@ from typing import Any
 
 from gradscope.cli.settings import SETTINGS, check_config_value, configurable
 
-COMMANDS = ("inspect", "watch", "clip", "check", "replay", "debug", "graph")
+COMMANDS = ("inspect", "watch", "clip", "check", "replay", "debug", "graph", "run")
 
 
 class ConfigError(ValueError):

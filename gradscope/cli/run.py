@@ -22,7 +22,7 @@ from gradscope.cli.settings import option
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
 @debug_option
-@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script")
 @click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, **_: Any) -> None:
@@ -48,9 +48,11 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     from gradscope.monitor.run import RunOptions
 
     started = start(ctx, model=False)
+    started.protect(script, "the script")
     options = RunOptions(nan=started["nan"], inf=started["inf"], clip=started["clip"], clip_mode=started["mode"])
-    if options.clip is not None and options.clip <= 0:
-        started.app.abort(f"--clip {options.clip:g}: expected a number above 0", ExitCode.USAGE)
+    if options.clip == 0:
+        started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
+                          "every gradient), got 0", ExitCode.USAGE)
     if started["nproc"] is not None:
         from gradscope.cli.launch import launch
 
@@ -120,6 +122,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         sys.stderr.flush()
     report = monitor.report(script, interrupted=interrupt is not None, error=error is not None)
     lines: list[str] = []
+    if error is not None:
+        lines.append(f"error: {script}: {error}")
     if interrupt is not None:
         from gradscope.utils.usercode import Terminated
 
@@ -135,7 +139,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
     if worker.prints_report:
         print_report(app, report, output_format)
         for line in lines:
-            app.err.print(line, style="yellow")
+            app.err.print(line, style="bold red" if line.startswith("error:") else "yellow", markup=False)
     return worker.finish(report, code, lines)
 
 

@@ -50,6 +50,11 @@ class Run:
     settings: dict[str, Resolved]
     model_file: str | None = None
     failures: list[str] = field(default_factory=list)
+    inputs: dict[str, str] = field(default_factory=dict)
+
+    def protect(self, path: str, what: str) -> None:
+        """Refuse any output file that is ``path`` (an input such as the script), naming it ``what``."""
+        self.inputs[os.path.realpath(path)] = what
 
     def __getitem__(self, name: str) -> Any:
         return self.settings[name].value
@@ -71,8 +76,9 @@ class Run:
         path = Path(os.path.abspath(Path(resolved.base or Path.cwd()) / os.path.expanduser(label)))
         if suffixes and path.suffix.lower() not in suffixes:
             self.app.abort(f"{source} {label}: use a file name ending in {' or '.join(suffixes)}", ExitCode.USAGE)
-        if self.model_file is not None and path == Path(os.path.abspath(self.model_file)):
-            self.app.abort(f"{source} {label}: that is the model file; refusing to overwrite it", ExitCode.USAGE)
+        what = self.inputs.get(os.path.realpath(path))
+        if what is not None:
+            self.app.abort(f"{source} {label}: that is {what}; refusing to overwrite it", ExitCode.USAGE)
         own_directory = resolved.source == "default" and label == DEFAULT_BUNDLE
         problem = check_writable(path if path.parent.exists() or not own_directory else path.parent)
         if problem is not None:
@@ -151,6 +157,7 @@ def start(ctx: click.Context, config_only: Sequence[str] = (), model: bool = Tru
     run = Run(app=app, command=command, settings=settings)
     if model:
         run.model_file = _model_file(app, ctx.params.get("model_file"), settings["model"], config)
+        run.protect(run.model_file, "the model file")
         ctx.with_resource(_model_argv(run.model_file))
     output_format = ctx.params.get("output_format")
     if output_format in MACHINE_FORMATS:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gradscope.engines import ACCUMULATE_NODE, Engine
+from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.stats import module_of
@@ -34,10 +35,11 @@ __all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 LOSS_GRAPH_NODES = 64
 
 
-class StopRun(BaseException):
+class StopRun(ControlFlow):
     """Raised from gradscope's hooks to stop the script when a watched non-finite value appeared.
 
-    A ``BaseException`` so that the script's ``except Exception`` blocks do not swallow it.
+    A ``BaseException`` (gradscope's :class:`~gradscope.errors.ControlFlow`) so that the script's
+    ``except Exception`` blocks do not swallow it and the user-code boundary lets it pass.
     """
 
 

@@ -253,8 +253,8 @@ def watch_line(record: "StepRecord", width: int = 160, layers: Sequence[str] = (
 def origin_view(origin: "NonFiniteOrigin") -> RenderableType:
     """Where the first non-finite value started, and which modules only passed it on."""
     table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     if origin.rank is not None:
         table.add_row("rank", str(origin.rank))
     table.add_row("step", str(origin.step))
@@ -368,21 +368,20 @@ def run_summary(report: "RunReport") -> RenderableType:
         losses = [r.loss for r in history if r.loss is not None] or [math.nan]
         parts.append(Text(f"gradscope run {report.script}: {report.steps_run} step{'s' if report.steps_run != 1 else ''}"
                           f"   loss {fmt(losses[0])} -> {fmt(losses[-1])}   {sparkline(losses)}", style="bold"))
-        table = Table(title="Gradient norm per layer over the run", title_justify="left", header_style="bold")
-        table.add_column("layer")
-        for column in ("first", "last", "min", "max"):
-            table.add_column(column, justify="right")
-        table.add_column(f"log10 last [{BAR_LOW:g}, {BAR_HIGH:g}]", no_wrap=True)
+        columns = [Column("layer", "left"), Column("first", drop=3), Column("last"), Column("min", drop=2),
+                   Column("max", drop=1), Column(f"log10 last [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=4,
+                                                 stacked=False)]
         series: dict[str, list[float]] = {}
         for record in history:
             for name, norm in record.layer_norms:
                 if norm is not None:
                     series.setdefault(name, []).append(norm)
+        rows = []
         for name, values in series.items():
             finite = [v for v in values if math.isfinite(v)]
-            table.add_row(module_label(name), fmt(values[0]), fmt(values[-1]), fmt(min(finite) if finite else None),
-                          fmt(max(finite) if finite else None), norm_bar(values[-1]))
-        parts.append(table)
+            rows.append([module_label(name), fmt(values[0]), fmt(values[-1]), fmt(min(finite) if finite else None),
+                         fmt(max(finite) if finite else None), norm_bar(values[-1])])
+        parts.append(FittedTable(columns, rows, title="Gradient norm per layer over the run"))
     else:
         parts.append(Text(f"gradscope run {report.script}: no step completed", style="bold"))
     if report.status == "interrupted":

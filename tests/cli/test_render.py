@@ -124,3 +124,22 @@ def test_github_annotations():
 def test_check_view():
     text = render(tables.check_view(CHECK))
     assert "FAIL" in text and "SKIP" in text and "some checks failed" in text
+
+
+def test_run_summary_never_cuts_a_name_or_a_number():
+    from gradscope.monitor.records import RunReport
+
+    name = "encoder.layers.1.self_attn.out_proj"
+    history = tuple(StepRecord(step, 1.0 / (step + 1), 0.5, ((name, 0.012345 * (step + 1)), ("head", 0.5)))
+                    for step in range(3))
+    origin = NonFiniteOrigin(step=2, phase="forward", module=name, node="ExpBackward0",
+                             source="a/very/long/directory/name/of/the/training/script.py:20", kind="nan")
+    report = RunReport(script="train.py", steps_run=3, status="nonfinite", first_nonfinite=origin, history=history)
+    for width in (40, 60, 80, 120):
+        console = Console(file=io.StringIO(), width=width, color_system=None)
+        console.print(tables.run_summary(report))
+        text = console.file.getvalue()
+        assert "…" not in text, text
+        assert name in text and "0.037" in text
+        assert origin.source in "".join(text.split()), text
+    assert "left out at this width" not in render(tables.run_summary(report))
