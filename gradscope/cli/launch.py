@@ -168,7 +168,7 @@ def _conclude(app: App, result: dict | None, output_format: str, outcome: Any) -
     if result is not None:
         print_report(app, result["report"], output_format)
         for line in result["lines"]:
-            app.err.print(line, style="yellow")
+            app.err.print(line, style="bold red" if line.startswith("error:") else "yellow", markup=False)
     if failure is not None:
         app.err.print(f"error: {failure}", style="bold red", markup=False)
         return failed_code
