@@ -708,7 +708,9 @@ class DebugSession:
             raise DebugCommandError(f"{type(error).__name__}: {error}") from None
 
     def _calls(self) -> list[Call]:
-        return [call for call in self.tracker.calls if call.has_grad_outputs]
+        """The calls backward visits: an output requires grad and the call made it (a module that
+        returns its argument unchanged, such as ``nn.Identity``, has no backward of its own)."""
+        return [call for call in self.tracker.calls if call.has_grad_outputs and call.output_edges]
 
     def _counts(self) -> tuple[int, int]:
         calls = self._calls()
@@ -859,6 +861,8 @@ class DebugSession:
             state = self._state(call)
             if not call.has_grad_outputs:
                 status = "no grad"
+            elif not call.output_edges and self.state != "forward":
+                status = "passed through"
             elif stop is not None and stop.call is call:
                 status = f"current ({stop.phase})"
             elif state.post_done:

@@ -231,3 +231,16 @@ def test_zero_removes_a_modules_nan_when_a_residual_shares_its_input() -> None:
     assert all(np.isfinite(value).all() for value in expected.values())
     for name, grad in _grads(model).items():
         np.testing.assert_allclose(grad, expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+def test_a_module_that_returns_its_argument_is_passed_through() -> None:
+    gs.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Identity(), nn.Linear(4, 1))
+    x = gs.randn(2, 3)
+    out = io.StringIO()
+    shell = DebuggerShell(TextPresenter(out), commands=["finish", "where"])
+    assert run_debug_step(model, lambda: model(x).sum(), shell) == "finished"
+    text = out.getvalue()
+    assert "modules: 3 done, 0 pending" in text
+    assert [line.split()[:3] for line in text.splitlines() if line.startswith("1 ")] == [["1", "Identity", "passed"]]
+    assert "stopped at 1 " not in text
