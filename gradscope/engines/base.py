@@ -256,6 +256,17 @@ class Engine:
         """The engine's names for expressions typed at the debugger's prompt (``gs`` or ``torch``)."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ distributed (``gradscope run`` under torchrun)
+    def process_group(self) -> Any:
+        """The per-step collectives on the script's initialised default process group
+        (:class:`gradscope.engines.torch_distributed.DistributedTensors`), or None."""
+        return None
+
+    def local_module(self, module: Any) -> Any:
+        """The module to call when re-running ``module`` on this process alone (a data-parallel
+        wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""
+        return module
+
 
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the

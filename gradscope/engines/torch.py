@@ -79,11 +79,22 @@ def _norms(tensors: list) -> list:
     return result
 
 
+def _local(tensor: Any) -> Any:
+    """The rank's own shard of a distributed tensor (norms of it start no collective); else ``tensor``."""
+    if type(tensor) is torch.Tensor or isinstance(tensor, torch.nn.Parameter):
+        return tensor
+    from gradscope.engines.torch_distributed import DistributedTensors
+
+    return DistributedTensors.local(tensor)
+
+
 class TorchEngine(Engine):
     """The adapter for PyTorch."""
 
     name = "torch"
     display = "PyTorch"
+    _group: Any = None
+    _group_key: Any = None
 
     def is_module(self, value: Any) -> bool:
         return isinstance(value, torch.nn.Module)
@@ -149,7 +160,7 @@ class TorchEngine(Engine):
         return self._squares(loss, tensors)
 
     def _squares(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
-        present = [t.detach() for t in tensors if t is not None]
+        present = [_local(t).detach() for t in tensors if t is not None]
         values: list[Any] = [loss.detach().reshape(())] if loss is not None else []
         if present:
             values.extend(_norms(present))
@@ -168,7 +179,7 @@ class TorchEngine(Engine):
                 continue
             square = next(squares)
             if not math.isfinite(square):
-                square = float(torch.linalg.vector_norm(tensor.detach(), dtype=torch.float64).item()) ** 2
+                square = float(torch.linalg.vector_norm(_local(tensor).detach(), dtype=torch.float64).item()) ** 2
             result.append(square)
         return loss_value, result
 
@@ -239,6 +250,9 @@ class TorchEngine(Engine):
         return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
 
     def uncompiled(self, module: Any) -> Any:
+        from gradscope.engines.torch_distributed import local_module
+
+        module = local_module(module)  # a DDP wrapper is named as the model it holds
         return module._orig_mod if self.is_compiled_module(module) else module
 
     # ------------------------------------------------------------------ debugger (gradscope.debug)
@@ -263,3 +277,22 @@ class TorchEngine(Engine):
 
     def debug_namespace(self) -> dict[str, Any]:
         return {"torch": torch}
+
+    # ------------------------------------------------------------------ distributed
+    def process_group(self) -> Any:
+        from gradscope.engines.torch_distributed import DistributedTensors, group_ready
+
+        if not group_ready():
+            self._group = None
+            return None
+        import torch.distributed as dist
+
+        world = dist.group.WORLD
+        if self._group is None or self._group_key is not world:
+            self._group, self._group_key = DistributedTensors(), world
+        return self._group
+
+    def local_module(self, module: Any) -> Any:
+        from gradscope.engines.torch_distributed import local_module
+
+        return local_module(module)
