@@ -436,6 +436,9 @@ class DebugSession:
 
         return node_starts
 
+    def _any_nonfinite(self, tensors: Any) -> bool:
+        return any(t is not None and self.engine.nonfinite_kind(t) is not None for t in tensors)
+
     def _arrays(self, tensors: Any) -> list:
         return [None if t is None else self.engine.to_numpy(t) for t in tensors]
 
@@ -492,23 +495,26 @@ class DebugSession:
     def _node_ran(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
         self._begin_pass()
         self._ran[node] = len(self._ran)
-        produced = self._arrays(grad_inputs)
-        incoming = self._arrays(grad_outputs)
         owner = self.tracker.owner_of(node)
-        if self._first_nonfinite is None and any(nonfinite_count(a) for a in produced if a is not None) \
-                and not any(nonfinite_count(a) for a in incoming if a is not None):
+        if self._first_nonfinite is None and self._any_nonfinite(grad_inputs) \
+                and not self._any_nonfinite(grad_outputs):
             self._first_nonfinite = (node, owner)
+        # Gradients are copied to the host only where they are looked at: for node breakpoints,
+        # and along the edges that are some module's argument (for its grad_input).
+        produced: list | None = None
         replacement = None
         if self.mode != "finish" and self.breakpoints.wants("node"):
-            stop = self._event("node", owner, node, {"grad_output": incoming, "grad_input": produced})
+            produced = self._arrays(grad_inputs)
+            stop = self._event("node", owner, node, {"grad_output": self._arrays(grad_outputs),
+                                                     "grad_input": produced})
             if stop is not None and stop.edited:
                 produced = stop.groups["grad_input"]
                 replacement = tuple(None if template is None or new is None else self._tensor_like(new, template)
                                     for new, template in zip(produced, grad_inputs))
-        for (child, nr), gradient in zip(node.next_functions, produced):
+        for index, ((child, nr), gradient) in enumerate(zip(node.next_functions, grad_inputs)):
             edge = self._edges.get((child, nr)) if child is not None and gradient is not None else None
             if edge is not None:
-                edge.add(node, gradient)
+                edge.add(node, produced[index] if produced is not None else self.engine.to_numpy(gradient))
         call = owner
         while call is not None:
             state = self._states.get(call)
@@ -708,7 +714,9 @@ class DebugSession:
             raise DebugCommandError(f"{type(error).__name__}: {error}") from None
 
     def _calls(self) -> list[Call]:
-        return [call for call in self.tracker.calls if call.has_grad_outputs]
+        """The calls backward visits: an output requires grad and the call made it (a module that
+        returns its argument unchanged, such as ``nn.Identity``, has no backward of its own)."""
+        return [call for call in self.tracker.calls if call.has_grad_outputs and call.output_edges]
 
     def _counts(self) -> tuple[int, int]:
         calls = self._calls()
@@ -859,6 +867,8 @@ class DebugSession:
             state = self._state(call)
             if not call.has_grad_outputs:
                 status = "no grad"
+            elif not call.output_edges and self.state != "forward":
+                status = "passed through"
             elif stop is not None and stop.call is call:
                 status = f"current ({stop.phase})"
             elif state.post_done:

@@ -253,3 +253,25 @@ def test_graph_draws_the_grad_fn_graph() -> None:
     assert result.exit_code == 0, result.stderr
     assert "AddmmBackward0 [32, 32] · 2 ✓ ◀ here" in result.stdout
     assert "AccumulateGrad 2.weight [32, 32] · 2 ✓ ◀ here" in result.stdout
+
+
+def test_breakpoint_on_inside_a_torch_training_loop() -> None:
+    from gradscope.debug import breakpoint_on
+
+    model, loss = workload(Mlp)
+    out = io.StringIO()
+    session = breakpoint_on(model, "module fc1 post", commands=["where", "continue", "zero", "continue"], stdout=out)
+    try:
+        for _ in range(2):
+            model.zero_grad()
+            loss().backward()
+            with torch.no_grad():
+                for param in model.parameters():
+                    param -= 0.1 * param.grad
+    finally:
+        session.detach()
+    text = out.getvalue()
+    assert text.count("> stopped at fc1 (Linear) · post: grad_input known, after its backward") == 2
+    assert "  note:    no input of this module requires grad: grad_input is None" in text
+    assert "error: grad_input is all None here: nothing to edit" in text
+    assert not torch.nn.modules.module._global_forward_hooks
