@@ -117,6 +117,7 @@ def torch_random_draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     with monkeypatch.context() as patch:
         for name in RANDOM_FUNCTIONS:
             patch.setattr(gradscope, name, _bridge(name))
+            patch.setattr(gradscope.ops.creation, name, getattr(gradscope, name))  # reparameterised samples
         patch.setattr(gradscope.distributions.Categorical, "sample", _categorical_sample)
         yield
 
