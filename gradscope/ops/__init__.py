@@ -47,7 +47,7 @@ _METHODS = {
     "fill_": inplace.fill_, "zero_": inplace.zero_, "relu_": inplace.relu_, "tanh_": inplace.tanh_,
     "sigmoid_": inplace.sigmoid_, "exp_": inplace.exp_, "neg_": inplace.neg_,
     "masked_fill_": inplace.masked_fill_, "uniform_": inplace.uniform_, "normal_": inplace.normal_,
-    "bernoulli_": inplace.bernoulli_,
+    "bernoulli_": inplace.bernoulli_, "resize_": inplace.resize_, "resize_as_": inplace.resize_as_,
     # creation from a tensor
     "new_zeros": creation.new_zeros, "new_ones": creation.new_ones, "new_empty": creation.new_empty,
     "new_full": creation.new_full, "new_tensor": creation.new_tensor, "type_as": shape.type_as,
