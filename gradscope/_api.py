@@ -14,7 +14,8 @@ from gradscope.ops.arith import (add, allclose, bmm, div, divide, dot, eq, equal
                                  mm, mul, multiply, mv, ne, neg, negative, pow, remainder, sub, subtract,
                                  true_divide)
 from gradscope.autograd.device import device, get_default_device, set_default_device
-from gradscope.autograd.dtypes import finfo, iinfo
+from gradscope.autograd.dtypes import (channels_last, channels_last_3d, contiguous_format, finfo, iinfo,
+                                       memory_format, preserve_format)
 from gradscope.ops.creation import LEGACY_TYPES as _LEGACY_TYPES
 from gradscope.ops.creation import (Generator, arange, bernoulli, logspace, normal, as_tensor, default_generator, empty, empty_like, eye,
                                     from_numpy, full, full_like, get_default_dtype, get_rng_state,
