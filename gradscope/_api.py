@@ -30,10 +30,12 @@ from gradscope.ops.elementwise import (acos, acosh, addcdiv, addcmul, arctan2, a
                                        expm1, floor, fmod, frac, lerp, log2, log10, logaddexp, logit, reciprocal,
                                        round, sinh, square, tan, trunc, xlogy)
 from gradscope.ops.arith import bitwise_not
-from gradscope.ops.sorting import argsort, cummax, cummin, cumprod, kthvalue, median, msort, sort, topk
+from gradscope.ops.sorting import (argsort, bincount, bucketize, cummax, cummin, cumprod, histc, kthvalue, median,
+                                   msort, searchsorted, sort, topk, unique)
 from gradscope.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, cdist, dist, einsum, ger, outer,
                                   sparse_coo_tensor, spmm, tensordot)
-from gradscope.ops.indexing import argwhere, index_add, index_fill, masked_select, nonzero, scatter, take
+from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, masked_select, nonzero, scatter,
+                                    take)
 from gradscope.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, log_softmax,
                                   logsumexp, max, mean, min, norm, prod, softmax, std, std_mean, sum, var,
                                   var_mean)

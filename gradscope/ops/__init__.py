@@ -78,6 +78,8 @@ _METHODS = {
     "tensor_split": shape.tensor_split,
     # more gather / scatter
     "scatter": indexing.scatter, "index_add": indexing.index_add, "index_fill": indexing.index_fill,
+    "index_copy": indexing.index_copy, "unique": sorting.unique, "bincount": sorting.bincount,
+    "histc": sorting.histc,
     "masked_select": indexing.masked_select, "nonzero": indexing.nonzero, "argwhere": indexing.argwhere,
     "take": indexing.take,
     # products
@@ -93,10 +95,13 @@ _INPLACE_OF = ("abs", "absolute", "sqrt", "rsqrt", "log", "log1p", "log2", "log1
                "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "floor", "ceil", "trunc", "fix", "round",
                "frac", "sign", "sgn", "reciprocal", "square", "clamp_min", "clamp_max", "lerp", "addcmul",
                "addcdiv", "atan2", "fmod", "remainder", "floor_divide", "logit", "xlogy", "scatter",
-               "scatter_add", "index_add", "index_fill", "tril", "triu", "nan_to_num", "bitwise_and",
+               "scatter_add", "index_add", "index_fill", "index_copy", "tril", "triu", "nan_to_num", "bitwise_and",
                "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_not",
                "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "baddbmm", "addmm", "addmv", "addr",
                "addbmm", "true_divide", "subtract", "multiply", "divide")
+
+# In-place forms of shape ops: the tensor itself takes the new shape.
+_RESHAPING_INPLACE_OF = ("t", "transpose", "unsqueeze", "squeeze", "swapaxes", "swapdims")
 
 
 def _install() -> None:
@@ -105,6 +110,8 @@ def _install() -> None:
     for name in _INPLACE_OF:
         if name + "_" not in _METHODS:
             setattr(Tensor, name + "_", inplace.inplace_of(_METHODS[name], name + "_"))
+    for name in _RESHAPING_INPLACE_OF:
+        setattr(Tensor, name + "_", inplace.reshaping_inplace(_METHODS[name], name + "_"))
 
     def _dtype_method(target: str) -> Any:
         def convert(self: Tensor) -> Tensor:

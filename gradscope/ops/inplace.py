@@ -340,3 +340,31 @@ def fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
     mask = np.zeros(self._data.shape, dtype=bool)
     np.fill_diagonal(mask, True, wrap=wrap)
     return masked_fill_(self, Tensor._make(mask), fill_value)
+
+
+def reshaping_inplace(fn: Callable[..., Tensor], name: str) -> Callable[..., Tensor]:
+    """The in-place method ``name`` of a shape op (``t_``, ``unsqueeze_``, ...): ``self`` takes the
+    op's new shape and, under autograd, its history (a leaf that requires grad refuses, as in PyTorch)."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if not check_inplace(self):
+            with grad_mode.no_grad():
+                self._data = fn(self, *args, **kwargs)._data
+            self._bump_version()
+            return self
+        original = Tensor._make(self._data)
+        original.requires_grad = self.requires_grad
+        original.grad_fn = self.grad_fn
+        original._output_nr = self._output_nr
+        original._vc = [self._version]
+        out = fn(original, *args, **kwargs)
+        self._data = out._data
+        self._bump_version()
+        self.grad_fn = out.grad_fn
+        self.requires_grad = out.requires_grad
+        self._output_nr = out._output_nr
+        return self
+
+    method.__name__ = name
+    method.__doc__ = f"In-place version of ``{fn.__name__}`` (the tensor's shape changes)."
+    return method
