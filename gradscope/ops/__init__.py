@@ -85,6 +85,9 @@ _METHODS = {
     # products
     "outer": linalg.outer, "ger": linalg.outer, "addmm": linalg.addmm, "addmv": linalg.addmv,
     "addr": linalg.addr, "baddbmm": linalg.baddbmm, "addbmm": linalg.addbmm, "to_dense": linalg.to_dense,
+    "to_sparse": linalg.to_sparse, "to_sparse_coo": linalg.to_sparse, "coalesce": linalg.coalesce,
+    "indices": linalg.sparse_indices, "values": linalg.sparse_values, "_indices": linalg.sparse_indices,
+    "_values": linalg.sparse_values,
     # random fills
     "exponential_": inplace.exponential_, "log_normal_": inplace.log_normal_, "geometric_": inplace.geometric_,
     "cauchy_": inplace.cauchy_, "random_": inplace.random_, "fill_diagonal_": inplace.fill_diagonal_,
@@ -127,6 +130,7 @@ def _install() -> None:
     Tensor.cuda = shape.cuda
     Tensor.T = property(shape.T_property)
     Tensor.mT = property(shape.mT)
+    Tensor.mH = property(shape.mT)  # real tensors: the conjugate transpose is the transpose
     Tensor.__getitem__ = shape.getitem
     Tensor.__setitem__ = shape.setitem
     Tensor.__add__ = arith.add

@@ -214,6 +214,27 @@ def to_dense(input: Tensor, dtype: Any = None, *, masked_grad: Any = None) -> Te
     return input if dtype is None else shape.to(input, dtype)
 
 
+def to_sparse(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """``to_sparse()`` / ``to_sparse_coo()``: gradscope has no sparse layout, so the dense tensor itself."""
+    return input
+
+
+def coalesce(input: Tensor) -> Tensor:
+    """A dense tensor is already "coalesced": the tensor itself."""
+    return input
+
+
+def sparse_indices(input: Tensor) -> Tensor:
+    """``indices()`` of the equivalent sparse COO tensor: the (ndim, nnz) positions of the non-zeros."""
+    return Tensor._make(np.stack(np.nonzero(input._data)).astype(np.int64))
+
+
+def sparse_values(input: Tensor) -> Tensor:
+    """``values()`` of the equivalent sparse COO tensor: the non-zeros in row-major order (with gradient)."""
+    positions = tuple(Tensor._make(axis.astype(np.int64)) for axis in np.nonzero(input._data))
+    return shape.getitem(input, positions)
+
+
 # ---------------------------------------------------------------- factorisations and solves
 def _mT(a: np.ndarray) -> np.ndarray:
     return np.swapaxes(a, -1, -2)

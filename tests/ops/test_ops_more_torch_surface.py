@@ -104,3 +104,18 @@ def test_checkpoint_returns_the_same_values_and_gradients() -> None:
         results.append([out.detach().numpy(), x.grad.numpy(), layer.weight.grad.numpy()])
     for want, got in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_dense_stand_ins_for_sparse_tensors_and_mH() -> None:
+    data = np.array([[0.0, 2.0, 0.0], [1.5, 0.0, -1.0]])
+    results = []
+    for engine in (torch, gs):
+        dense = engine.tensor(data, requires_grad=True)
+        sparse = dense.to_sparse().coalesce()
+        values = sparse.values()
+        (values * engine.tensor([1.0, 2.0, 3.0], dtype=engine.float64)).sum().backward()
+        product = engine.sparse.mm(engine.tensor(data).to_sparse(), engine.ones(3, 2, dtype=engine.float64))
+        results.append([sparse.indices().numpy(), values.detach().numpy(), dense.grad.numpy(), product.numpy(),
+                        engine.tensor(data).mH.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_array_equal(got, want)
