@@ -7,9 +7,9 @@ from typing import Any
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops import reduce
 from gradscope.ops.arith import matmul
-from gradscope.ops.linalg import cholesky, inv, solve_triangular
+from gradscope.ops.linalg import cholesky, det, inv, slogdet, solve, solve_triangular
 
-__all__ = ["cholesky", "inv", "matmul", "norm", "solve_triangular", "vector_norm"]
+__all__ = ["cholesky", "det", "inv", "matmul", "norm", "slogdet", "solve", "solve_triangular", "vector_norm"]
 
 
 def vector_norm(x: Tensor, ord: float = 2, dim: Any = None, keepdim: bool = False, *,  # noqa: A002

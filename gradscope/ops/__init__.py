@@ -85,6 +85,8 @@ _METHODS = {
     # products
     "outer": linalg.outer, "ger": linalg.outer, "addmm": linalg.addmm, "addmv": linalg.addmv,
     "addr": linalg.addr, "baddbmm": linalg.baddbmm, "addbmm": linalg.addbmm, "to_dense": linalg.to_dense,
+    "det": linalg.det, "logdet": linalg.logdet, "slogdet": linalg.slogdet, "inverse": linalg.inv,
+    "cholesky": linalg.cholesky,
     "to_sparse": linalg.to_sparse, "to_sparse_coo": linalg.to_sparse, "coalesce": linalg.coalesce,
     "indices": linalg.sparse_indices, "values": linalg.sparse_values, "_indices": linalg.sparse_indices,
     "_values": linalg.sparse_values,

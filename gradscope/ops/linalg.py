@@ -349,3 +349,97 @@ def inv(input: Tensor) -> Tensor:
 
 
 inverse = inv
+
+
+class LinalgSolveExBackward0(Node):
+    """``X = A^-1 B``: ``dB = A^-T dX``, ``dA = -dB X^T``."""
+
+    __slots__ = ("a_shape", "b_shape", "vector")
+    _single_input = False
+
+    def backward(self, g):
+        (node_a, _), (node_b, _) = self._next
+        a, x = self.saved()
+        if self.vector:
+            g = g[..., None]
+        grad_b = np.linalg.solve(_mT(a), g)
+        grad_a = _unbroadcast_batch(-(grad_b @ _mT(x)), self.a_shape) if node_a is not None else None
+        if node_b is None:
+            return grad_a, None
+        if self.vector:
+            grad_b = grad_b[..., 0]
+            while grad_b.ndim > len(self.b_shape):
+                grad_b = grad_b.sum(axis=0)
+        else:
+            grad_b = _unbroadcast_batch(grad_b, self.b_shape)
+        return grad_a, grad_b
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
+    """``X`` with ``A X = B`` (``X A = B`` when ``left=False``); ``B`` may be a (batch of) vector."""
+    if not left:
+        return _mT_tensor(solve(_mT_tensor(A), _mT_tensor(B)))
+    a, b = A._data, B._data
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    rhs = b[..., None] if vector else b
+    batch = np.broadcast_shapes(a.shape[:-2], rhs.shape[:-2])
+    a_full = np.broadcast_to(a, batch + a.shape[-2:])
+    try:
+        x = np.linalg.solve(a_full, np.broadcast_to(rhs, batch + rhs.shape[-2:]))
+    except np.linalg.LinAlgError:
+        raise RuntimeError("linalg.solve: The solver failed because the input matrix is singular.") from None
+    node = new_node(LinalgSolveExBackward0, (A, B))
+    if node is not None:
+        node.a_shape, node.b_shape, node.vector = a.shape, b.shape, vector
+        node.save(Tensor._make(np.ascontiguousarray(a_full)), Tensor._make(x))
+    return result(x[..., 0] if vector else x, node)
+
+
+class LinalgDetBackward0(Node):
+    """``d det(A) = det(A) A^-T``."""
+
+    __slots__ = ()
+
+    def backward(self, g):
+        a, det = self.saved()
+        return (g * det)[..., None, None] * _mT(np.linalg.inv(a))
+
+
+def det(input: Tensor) -> Tensor:
+    """The determinant of a (batch of) square matrix."""
+    value = np.asarray(np.linalg.det(input._data))
+    node = new_node(LinalgDetBackward0, (input,))
+    if node is not None:
+        node.save(input, Tensor._make(value))
+    return result(value, node)
+
+
+class LinalgSlogdetBackward0(Node):
+    """``d log|det A| = A^-T``; the sign has no gradient."""
+
+    __slots__ = ()
+
+    def backward(self, g_sign, g_logabsdet):
+        (a,) = self.saved()
+        if g_logabsdet is None:
+            return None
+        return g_logabsdet[..., None, None] * _mT(np.linalg.inv(a))
+
+
+def slogdet(input: Tensor) -> tuple:
+    """``(sign, logabsdet)`` of a (batch of) square matrix."""
+    from gradscope.autograd.function import results
+
+    sign, logabsdet = np.linalg.slogdet(input._data)
+    node = new_node(LinalgSlogdetBackward0, (input,))
+    if node is not None:
+        node.save(input)
+    sign_t, log_t = results([np.asarray(sign), np.asarray(logabsdet)], node)
+    sign_t = Tensor._make(sign_t._data)
+    return sign_t, log_t
+
+
+def logdet(input: Tensor) -> Tensor:
+    """``log det A`` (nan for a negative determinant, -inf for a singular matrix)."""
+    sign, logabsdet = slogdet(input)
+    return arith.add(logabsdet, Tensor._make(np.where(sign._data < 0, np.nan, 0.0).astype(logabsdet._data.dtype)))

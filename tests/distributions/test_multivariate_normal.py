@@ -94,3 +94,23 @@ def test_multivariate_normal_argument_errors_match_torch() -> None:
         gs.distributions.MultivariateNormal(gs.tensor(0.0), gs.eye(1))
     with pytest.raises(ValueError, match="covariance_matrix"):
         gs.distributions.MultivariateNormal(gs.zeros(2), -gs.eye(2), validate_args=True)
+
+
+@pytest.mark.parametrize("vector", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+def test_solve_matches_torch(vector: bool, left: bool) -> None:
+    if vector and not left:
+        pytest.skip("a vector right-hand side is for left=True")
+    rhs = RNG.standard_normal((2, 3) if vector else ((3, 2) if left else (2, 4, 3)))
+    _assert_close(_both(lambda e, a, b: e.linalg.solve(a, b, left=left), SPD, rhs))
+
+
+def test_det_slogdet_logdet_match_torch() -> None:
+    matrices = SPD * np.array([1.0, -1.0])[:, None, None]
+    _assert_close(_both(lambda e, a: e.det(a), matrices))
+    _assert_close(_both(lambda e, a: e.linalg.slogdet(a)[1], matrices))
+    _assert_close(_both(lambda e, a: a.logdet(), SPD))
+    sign = gs.linalg.slogdet(gs.tensor(matrices))[0]
+    np.testing.assert_array_equal(sign.numpy(), torch.linalg.slogdet(torch.tensor(matrices))[0].numpy())
+    with pytest.raises(RuntimeError, match="singular"):
+        gs.linalg.solve(gs.zeros(2, 2), gs.ones(2))
