@@ -111,13 +111,27 @@ def _categorical_sample(self: Any, sample_shape: Any = ()) -> Any:
     return _from_torch(torch.distributions.Categorical(probs=probs).sample(torch.Size(sample_shape)))
 
 
+def _inplace_bridge(name: str) -> Any:
+    def fill(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("generator", None)
+        dtype = getattr(torch, str(self.dtype).split(".")[-1])
+        drawn = getattr(torch.empty(tuple(self.shape), dtype=dtype), name)(*args, **kwargs)
+        with gradscope.no_grad():
+            return self.copy_(gradscope.from_numpy(drawn.numpy()))
+
+    return fill
+
+
 @contextlib.contextmanager
 def torch_random_draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Make gradscope's random functions return what torch's generator would."""
     with monkeypatch.context() as patch:
         for name in RANDOM_FUNCTIONS:
             patch.setattr(gradscope, name, _bridge(name))
+            patch.setattr(gradscope.ops.creation, name, getattr(gradscope, name))  # reparameterised samples
         patch.setattr(gradscope.distributions.Categorical, "sample", _categorical_sample)
+        for name in ("normal_", "uniform_", "bernoulli_"):
+            patch.setattr(gradscope.Tensor, name, _inplace_bridge(name))
         yield
 
 

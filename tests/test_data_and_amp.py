@@ -151,3 +151,14 @@ def test_format_bfloat16_and_default_device() -> None:
     assert str(gs.get_default_device()) == str(torch.get_default_device()) == "cpu"
     with pytest.raises(RuntimeError, match="CPU only"):
         gs.set_default_device("cuda")
+
+
+def test_memory_formats_are_accepted_and_change_no_value() -> None:
+    x = gs.arange(12.0).view(1, 3, 2, 2)
+    moved = x.to(memory_format=gs.channels_last)
+    np.testing.assert_array_equal(moved.numpy(), x.numpy())
+    layer = gs.nn.Conv2d(3, 2, 1).to(memory_format=gs.channels_last)
+    np.testing.assert_array_equal(layer(moved).detach().numpy(), layer(x).detach().numpy())
+    assert repr(gs.channels_last) == "gradscope.channels_last"
+    assert all(isinstance(f, gs.memory_format) for f in (gs.contiguous_format, gs.preserve_format,
+                                                          gs.channels_last_3d))

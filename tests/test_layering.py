@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gradscope"
 RANKS = {
     "errors": 0, "utils": 0, "cuda": 0, "backends": 0, "runtime": 0, "amp": 0,
     "autograd": 1,
-    "ops": 2, "sparse": 2,
+    "ops": 2, "sparse": 2, "linalg": 2,
     "hooks": 3,
     "nn": 4, "optim": 4, "utils.data": 4, "serialization": 4, "distributions": 4,
     "engines": 5,

@@ -58,6 +58,24 @@ bool_ = dtype("bool", np.bool_)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 
+class memory_format:
+    """A memory layout name (``gs.channels_last``, ...). Arrays are numpy's, so every layout computes
+    the same numbers; the names are accepted wherever PyTorch takes a ``memory_format``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"gradscope.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")
+
 # The dtype of new floating point tensors (``set_default_dtype``), in a list so it can change.
 DEFAULT_FLOAT = [np.dtype(np.float32)]
 
