@@ -93,6 +93,9 @@ def _fail(app: App, exc: BaseException) -> NoReturn:
     from gradscope.errors import GradscopeError, ModelError
     from gradscope.utils.usercode import Terminated, describe_raise, passes_through
 
+    if _stdout_closed(exc):
+        _silence_stdout()
+        app.exit(ExitCode.STDOUT_CLOSED)
     if isinstance(exc, KeyboardInterrupt) and passes_through(exc):
         if isinstance(exc, Terminated):
             app.abort("terminated (SIGTERM)", ExitCode.TERMINATED, exc)
@@ -106,6 +109,26 @@ def _fail(app: App, exc: BaseException) -> NoReturn:
         app.abort(f"{app.model_path}: the model's code {describe_raise(exc)} (line {line})", ExitCode.MODEL_ERROR, exc)
     hint = "" if app.debug else " (run with --debug for the traceback)"
     app.abort(f"internal error: {type(exc).__name__}: {exc}{hint}", ExitCode.INTERNAL_ERROR, exc)
+
+
+def _stdout_closed(exc: BaseException) -> bool:
+    """True when ``exc`` says the reader of stdout went away (``gradscope ... | head``): a
+    ``BrokenPipeError``, or the ``SystemExit`` that rich raises on one."""
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, SystemExit) and
+                                                isinstance(exc.__context__, BrokenPipeError))
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that flushing it at exit raises nothing more."""
+    import os
+    import sys
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _model_line(app: App, exc: BaseException) -> int | None:
@@ -138,8 +161,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
       gradscope run --nan train.py --epochs 3
 
     \b
-    Exit codes: 0 ok, 1 findings, 2 usage, 3 model error,
-                4 internal error, 130 interrupted, 143 terminated.
+    Exit codes: 0 ok, 1 findings, 2 usage, 3 model error, 4 internal error,
+                130 interrupted, 141 stdout closed early, 143 terminated.
     """
     app = ctx.ensure_object(App)
     app.debug = app.debug or debug

@@ -32,6 +32,7 @@ class ExitCode(IntEnum):
     MODEL_ERROR = 3
     INTERNAL_ERROR = 4
     INTERRUPTED = 130
+    STDOUT_CLOSED = 141
     TERMINATED = 143
 
 

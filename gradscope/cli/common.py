@@ -39,7 +39,7 @@ def export_view(view: RenderableType, path: str | Path, title: str) -> None:
 
 
 def quiet_numpy() -> contextlib.AbstractContextManager:
-    """Silence numpy's floating-point warnings (overflow, invalid value) while a model runs:
+    """Silence numpy's floating-point warnings (overflow, invalid value) while a model or script runs:
     gradscope reports non-finite values itself."""
     import numpy as np
 

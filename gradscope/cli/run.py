@@ -79,13 +79,16 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
     from gradscope.render.tables import run_line
     from gradscope.scripts import ScriptError, run_script, when_imported
 
+    from gradscope.cli.common import quiet_numpy
+    from gradscope.cli.status import StatusLine, output_below
+
     live = output_format == "table" and app.err.is_terminal and worker.writes_log
+    status = StatusLine(sys.stderr) if live else None
 
     def on_step(record: Any) -> None:
         log.write(json.dumps(run_step_to_dict(record), allow_nan=False) + "\n")
-        if live:
-            sys.stderr.write("\r\x1b[2K" + run_line(record))
-            sys.stderr.flush()
+        if status is not None:
+            status.show(run_line(record))
 
     reducer = worker.reducer()
     monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer)
@@ -97,7 +100,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         monitor.attach(get_engine("gradscope"))
         with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), monitor.reducer.deferred_signals():
             try:
-                result = run_script(script, args)
+                with output_below(status), quiet_numpy():
+                    result = run_script(script, args)
                 monitor.finish()
             except StopRun:
                 stopped = True
@@ -107,9 +111,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
                 interrupt = exc
     finally:
         monitor.close()
-        if live:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
+        if status is not None:
+            status.hide()
     if error is not None and getattr(reducer, "signalled", False):
         error, interrupt = None, KeyboardInterrupt()  # a collective failed because the job is being stopped
     if error is not None and _raised_by_monitor(error.original):

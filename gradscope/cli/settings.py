@@ -52,10 +52,12 @@ def _show(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Integer(Kind):
-    """A whole number in ``[minimum, maximum]``."""
+    """A whole number in ``[minimum, maximum]``; ``limit`` is a sanity bound above which a value
+    is surely a typo (refused with its own message)."""
 
     minimum: int | None = None
     maximum: int | None = None
+    limit: int | None = None
     metavar = "INTEGER"
 
     def _expected(self) -> str:
@@ -77,6 +79,8 @@ class Integer(Kind):
             raise ValueError(f"expected {self._expected()}, got {_show(value)}")
         if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
             raise ValueError(f"expected {self._expected()}, got {value}")
+        if self.limit is not None and value > self.limit:
+            raise ValueError(f"expected at most {self.limit}, got {value}")
         return value
 
 
@@ -185,6 +189,13 @@ class TextList(Kind):
 
 
 # -------------------------------------------------------------------------------------- settings
+#: The most training steps a command runs: a larger ``--steps`` is a typo, not a plan.
+MAX_STEPS = 1_000_000
+
+# Pairs of settings where the first must be below the second when the user sets both.
+_BELOW = (("min_norm", "max_norm"),)
+
+
 @dataclass(frozen=True)
 class Setting:
     """One option: its name (the config key; the flag is ``--`` + the name with dashes), its kind,
@@ -203,7 +214,7 @@ class Setting:
 
 SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("model", Text(), path=True),
-    Setting("steps", Integer(minimum=1)),
+    Setting("steps", Integer(minimum=1, limit=MAX_STEPS)),
     Setting("step", Integer(minimum=0)),
     Setting("lr", Number(minimum=0)),
     Setting("max_norm", Number(minimum=0)),
@@ -357,6 +368,12 @@ def resolve(ctx: click.Context, config: Any, config_only: Sequence[str] = ()) ->
             raise SettingError(f"missing option {_flag_spelling(ctx, name) or setting.flag}{where}")
         else:
             values[name] = Resolved(declaration.default, "default")
+    for low, high in _BELOW:
+        given = [values.get(name) for name in (low, high)]
+        if all(value is not None and value.source != "default" and value.value is not None for value in given) \
+                and given[0].value >= given[1].value:  # type: ignore[union-attr]
+            raise SettingError(f"{given[0].source} {given[0].value:g} must be below "  # type: ignore[union-attr]
+                               f"{given[1].source} {given[1].value:g}")  # type: ignore[union-attr]
     return values
 
 

@@ -100,7 +100,8 @@ class Run:
 
     def fail(self, output: Output, exc: BaseException) -> None:
         """Report that ``output`` could not be written (the run goes on; the exit code says so)."""
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(exc)
         message = f"cannot write {output.label} ({output.source}): {reason}"
         self.failures.append(message)
         self.app.err.print(f"error: {message}", style="bold red", markup=False)
@@ -126,7 +127,25 @@ class Run:
         if need_parameters and not any(True for _ in workload.model.parameters()):
             raise ModelFileError(f"{workload.label}: the model ({type(workload.model).__name__}) has no parameters: "
                                  "there are no gradients to look at")
+        self._warn_unmatched(workload.model)
         return workload
+
+    def _warn_unmatched(self, model: Any) -> None:
+        """Warn about each ``--layers`` or ``--ignore`` glob that matches nothing in ``model``: a
+        typo there would otherwise silently show nothing or waive nothing."""
+        from fnmatch import fnmatchcase
+
+        modules = [name or "model" for name, _ in model.named_modules()]
+        parameters = [name for name, _ in model.named_parameters()]
+        for name, what, names in (("layers", "module", modules), ("ignore", "parameter or module",
+                                                                    [*parameters, *modules, "loss"])):
+            resolved = self.settings.get(name)
+            for text in (resolved.value or ()) if resolved is not None else ():
+                pattern = text.rpartition(":")[0].strip() if name == "ignore" and ":" in text else text.strip()
+                if not any(fnmatchcase(candidate, pattern) for candidate in names):
+                    example = ", ".join([candidate for candidate in names if candidate != "model"][:3] or names)
+                    self.app.warn(f"{resolved.source} {text}: matches no {what} of the model (names look like "
+                                  f"{example})")
 
 
 def _make_gradscope_directory(directory: Path) -> None:

@@ -62,6 +62,9 @@ def watch(ctx: click.Context, **_: Any) -> None:
     stop = run["nan"] or run["inf"]
     log = run.output("log")
     bundle = run.output("bundle") if stop else None
+    if not stop and run.settings["bundle"].source.startswith("--"):
+        run.app.warn(f"{run.settings['bundle'].source} {run['bundle']}: a replay bundle is only written with --nan "
+                     "or --inf; ignored")
     waivers = read_waivers(run)
     layers = run["layers"] or ()
     workload = run.load_model()

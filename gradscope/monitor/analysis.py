@@ -290,13 +290,21 @@ def diverged(loss_before: float, loss_after: float, factor: float = DIVERGENCE_F
     return abs(loss_after) >= factor * max(abs(loss_before), 1e-12)
 
 
+def largest_update_ratios(update_ratios: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """``(parameter, |Δp| / |p|)`` largest first; parameters that were exactly zero before the
+    update (a ratio of inf: a zero-initialised bias) come after every finite ratio, as they say
+    nothing about the learning rate."""
+    return sorted(update_ratios, key=lambda item: (not math.isfinite(item[1]),
+                                                   -item[1] if math.isfinite(item[1]) else 0.0))
+
+
 def divergence_finding(step: int, loss_before: float, loss_after: float,
                        update_ratios: Sequence[tuple[str, float]], zeroed: Sequence[str]) -> Finding:
     """The ``divergence`` error: the loss jump after the update of ``step - 1``, the largest
     update-to-parameter ratios (``|Δp| / |p|`` of that update) and the layers whose gradients
     became exactly zero after it."""
-    largest = sorted(update_ratios, key=lambda item: -item[1] if math.isfinite(item[1]) else -math.inf)[:3]
-    shown = ", ".join(f"{name} {ratio:.3g}" for name, ratio in largest)
+    largest = largest_update_ratios(update_ratios)[:3]
+    shown = ", ".join(f"{name} {ratio:.3g}" if math.isfinite(ratio) else f"{name} (from 0)" for name, ratio in largest)
     growth = abs(loss_after) / max(abs(loss_before), 1e-12)
     message = (f"the loss jumped from {loss_before:.4g} to {loss_after:.4g} (x{growth:.3g}) "
                f"after the update of step {step - 1}")

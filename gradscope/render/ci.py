@@ -31,8 +31,13 @@ def check_to_junit(report: "CheckReport", suite_name: str = "gradscope") -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
 
 
+# Finding severity -> GitHub Actions annotation command.
+_GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+
+
 def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] | None = None) -> str:
-    """GitHub Actions annotations: ``::error file=F,line=L,title=T::message`` per finding.
+    """GitHub Actions annotations: ``::error file=F,line=L,title=T::message`` per finding
+    (``::warning`` for a warning, ``::notice`` for an informational note).
 
     Args:
         report: the check report.
@@ -42,7 +47,7 @@ def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] |
     lines = lines or {}
     out = []
     for finding in report.findings:
-        level = "error" if finding.severity == "error" else "warning"
+        level = _GITHUB_LEVELS.get(finding.severity, "warning")
         line = _line_in(finding.source, file) or lines.get(finding.module or "", 1)
         title = f"gradscope {finding.check}"
         out.append(f"::{level} file={_escape_property(file)},line={line},title={_escape_property(title)}::"

@@ -303,8 +303,10 @@ def divergence_view(divergence: "Divergence") -> RenderableType:
     (largest first), with the layers whose gradients became exactly zero."""
     title = (f"The loss jumped from {fmt(divergence.loss_before)} to {fmt(divergence.loss_after)} at step "
              f"{divergence.step}: the update of step {divergence.step - 1} changed these parameters by")
-    ordered = sorted(divergence.update_ratios, key=lambda item: -item[1] if math.isfinite(item[1]) else -math.inf)
-    rows = [[name, fmt(ratio), norm_bar(ratio)] for name, ratio in ordered]
+    from gradscope.monitor.analysis import largest_update_ratios
+
+    rows = [[name, fmt(ratio), norm_bar(ratio)] if math.isfinite(ratio) else [name, "from 0", norm_bar(None)]
+            for name, ratio in largest_update_ratios(divergence.update_ratios)]
     columns = [Column("parameter", "left"), Column("|update| / |parameter|"),
                Column(f"log10 [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=1, stacked=False)]
     parts: list[RenderableType] = [FittedTable(columns, rows, title=title)]

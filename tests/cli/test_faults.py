@@ -208,6 +208,9 @@ FLAG_CASES = [
     ("seed-text", ["inspect", "model.py", "--seed", "abc"], "--seed: expected a whole number from"),
     ("seed-too-large", ["inspect", "model.py", "--seed", str(2 ** 64)], "--seed: expected a whole number from"),
     ("seed-too-small", ["inspect", "model.py", "--seed", str(-2 ** 63 - 1)], "--seed: expected a whole number from"),
+    ("watch-steps-huge", ["watch", "model.py", "--steps", "99999999999"], "--steps: expected at most 1000000, got 99999999999"),
+    ("check-min-norm-above-max-norm", ["check", "model.py", "--min-norm", "5", "--max-norm", "1"],
+     "--min-norm 5 must be below --max-norm 1"),
     ("unknown-option", ["inspect", "model.py", "--bogus"], "No such option '--bogus'"),
     ("bad-format", ["inspect", "model.py", "--format", "xml"], "Invalid value for '--format'"),
     ("unknown-command", ["inspekt", "model.py"], "No such command 'inspekt'"),
@@ -229,6 +232,11 @@ CONFIG_CASES = [
     ("config-steps-negative", ["check", "model.py"], "steps = -2", "tool.gradscope.steps: expected a whole number"),
     ("config-steps-float", ["check", "model.py"], "steps = 1.5", "tool.gradscope.steps: expected a whole number"),
     ("config-steps-bool", ["check", "model.py"], "steps = true", "tool.gradscope.steps: expected a whole number"),
+    ("config-steps-huge", ["watch", "model.py"], "steps = 10_000_000_000", "tool.gradscope.steps: expected at most 1000000"),
+    ("config-min-norm-above-max-norm", ["check", "model.py"], "min_norm = 1.0\nmax_norm = 0.5",
+     "pyproject.toml: tool.gradscope.min_norm 1 must be below pyproject.toml: tool.gradscope.max_norm 0.5"),
+    ("config-max-norm-below-flag-min-norm", ["check", "model.py", "--min-norm", "0.1"], "max_norm = 1e-3",
+     "--min-norm 0.1 must be below pyproject.toml: tool.gradscope.max_norm 0.001"),
     ("config-clip-nan", ["watch", "model.py"], "clip = nan", "tool.gradscope.clip: expected a finite number"),
     ("config-max-negative", ["clip", "model.py"], "max = -1", "tool.gradscope.max: expected a finite number"),
     ("config-min-ratio-range", ["check", "model.py"], "min_ratio = 2", "tool.gradscope.min_ratio: expected a finite"),
@@ -358,7 +366,8 @@ def output_cases() -> list[Case]:
         Case("model-chdir-keeps-outputs", watch + ["--log", "run.jsonl", "--bundle", "b.npz"], 1,
              files={"model.py": CHDIR_MODEL}, stdout="json", check=_outputs_stay_put, one_line=False),
         Case("bundle-dev-full", watch + ["--log", "run.jsonl", "--bundle", "/dev/full"], 1,
-             "cannot write /dev/full (--bundle)", nan, stdout="json", check=_dev_full_keeps_log_and_diagnosis),
+             "cannot write /dev/full (--bundle): No space left on device", nan, stdout="json",
+             check=_dev_full_keeps_log_and_diagnosis),
         Case("log-dev-full", ["watch", "model.py", "--steps", "2", "--log", "/dev/full", "--format", "json"], 2,
              "cannot write /dev/full (--log)", {"model.py": MODEL}, stdout="json", check=_log_full_keeps_report),
         Case("sigterm-like-ctrl-c", ["watch", "model.py", "--steps", "5", "--log", "run.jsonl", "--format", "json"],
@@ -751,3 +760,68 @@ def test_usage_errors_are_one_line(gradscope):
     assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
     result = gradscope("--bogus", code=2)
     assert len(result.stderr.strip().splitlines()) == 1 and "see 'gradscope --help'" in result.stderr
+
+
+@pytest.mark.parametrize("argv, kind", [
+    (["check", "model.py", "--steps", "1", "--format", "json"], "json"),
+    (["check", "model.py", "--steps", "1", "--format", "junit"], "junit"),
+    (["check", "model.py", "--steps", "1", "--format", "github"], "github"),
+    (["inspect", "model.py", "--format", "json"], "json"),
+    (["watch", "model.py", "--steps", "2", "--format", "json"], "json"),
+    (["graph", "model.py", "--format", "dot"], "dot"),
+])
+def test_writes_to_descriptor_1_go_to_stderr(tmp_path, argv, kind):
+    """``os.write(1, ...)``, C code and child processes bypass ``sys.stdout``: descriptor 1 itself
+    points at stderr while the model runs, so stdout still holds one document."""
+    import subprocess
+    import sys
+
+    (tmp_path / "model.py").write_text(forward_doing("os.write(1, b'raw write\\n')") +
+                                       "import subprocess\nsubprocess.run([sys.executable, '-c', 'print(1234567)'])\n")
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "gradscope", *argv], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    _check_stdout(kind, result.stdout)
+    assert "raw write" not in result.stdout and "1234567" not in result.stdout
+    assert "raw write" in result.stderr and "1234567" in result.stderr
+
+
+@pytest.mark.parametrize("argv, warning", [
+    (["inspect", "model.py", "--layers", "encoder.*"], "warning: --layers encoder.*: matches no module of the model"),
+    (["watch", "model.py", "--steps", "1", "--layers", "fc*"], "warning: --layers fc*: matches no module"),
+    (["check", "model.py", "--steps", "1", "--ignore", "conv1.bias:vanishing"],
+     "warning: --ignore conv1.bias:vanishing: matches no parameter or module of the model (names look like 0.weight"),
+])
+def test_a_glob_that_matches_nothing_is_a_warning(gradscope, tmp_path, argv, warning):
+    (tmp_path / "model.py").write_text(MODEL)
+    assert warning in gradscope(*argv, code=0).stderr
+    matching = [arg.replace("encoder.*", "0").replace("fc*", "2").replace("conv1.bias", "0.bias") for arg in argv]
+    assert "warning" not in gradscope(*matching, code=0).stderr
+
+
+def test_stdout_closed_early_stops_quietly(tmp_path):
+    """``gradscope watch ... | head -1``: no error line, no traceback, exit 141, the log intact."""
+    import subprocess
+    import sys
+
+    (tmp_path / "model.py").write_text(MODEL)
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-m", "gradscope", "watch", "model.py", "--steps", "100000",
+                                "--log", "run.jsonl"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "80"})
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"step    0")
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, stderr
+    assert "error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    steps = [line["step"] for line in _log_lines(tmp_path)]
+    assert steps == list(range(len(steps))) and steps
+
+
+def test_bundle_without_nan_or_inf_is_a_warning(gradscope, tmp_path):
+    (tmp_path / "model.py").write_text(MODEL)
+    stderr = gradscope("watch", "model.py", "--steps", "1", "--bundle", "b.npz", code=0).stderr
+    assert "warning: --bundle b.npz: a replay bundle is only written with --nan or --inf; ignored" in stderr
+    assert "warning" not in gradscope("watch", "model.py", "--steps", "1", "--nan", "--bundle", "b.npz", code=0).stderr

@@ -274,3 +274,12 @@ def test_signal_mid_run_keeps_the_log_and_the_document(tmp_path, signum, code, w
     assert [record["step"] for record in records] == list(range(len(records)))
     assert len(records) >= 3 and document["steps_run"] == len(records)
     assert word in stderr and "Traceback" not in stderr
+
+
+def test_no_numpy_warnings_leak_from_the_engine(tmp_path):
+    """Overflow inside gradscope's engine is reported by gradscope, not as numpy RuntimeWarnings."""
+    (tmp_path / "train.py").write_text(TRAIN.replace("lr=0.1", "lr=1e38").replace("gs.ones(2, 3)", "gs.ones(2, 3) * 1e3"))
+    process = _python(["run", "--nan", "--inf", "train.py"], tmp_path)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr
+    assert "Warning" not in stderr and "First non-finite value" in stderr, stderr

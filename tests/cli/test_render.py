@@ -143,3 +143,24 @@ def test_run_summary_never_cuts_a_name_or_a_number():
         assert name in text and "0.037" in text
         assert origin.source in "".join(text.split()), text
     assert "left out at this width" not in render(tables.run_summary(report))
+
+
+def test_divergence_puts_zero_initialised_parameters_last():
+    from gradscope.monitor.analysis import divergence_finding
+    from gradscope.monitor.records import Divergence
+
+    ratios = (("fc.bias", math.inf), ("fc.weight", 3.0), ("head.weight", 40.0))
+    finding = divergence_finding(1, 0.5, 5e4, ratios, ())
+    assert "largest update/parameter ratios: head.weight 40, fc.weight 3, fc.bias (from 0)" in finding.message
+    assert finding.parameter == "head.weight"
+    text = render(tables.divergence_view(Divergence(step=1, loss_before=0.5, loss_after=5e4, update_ratios=ratios,
+                                                    zeroed_layers=())))
+    lines = [line for line in text.splitlines() if line.startswith(("fc.", "head."))]
+    assert [line.split()[0] for line in lines] == ["head.weight", "fc.weight", "fc.bias"]
+    assert "from 0" in lines[-1] and "!!" not in text
+
+
+def test_github_levels_follow_the_severity():
+    findings = tuple(Finding("vanishing", severity, f"{severity} finding") for severity in ("error", "warning", "info"))
+    lines = ci.check_to_github(CheckReport("m", False, (), findings), "m.py").splitlines()
+    assert [line.split(" ")[0] for line in lines[:3]] == ["::error", "::warning", "::notice"]
