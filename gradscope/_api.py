@@ -3,7 +3,7 @@
 gradscope/__init__.py loads this module on first attribute access, so that commands like
 ``gradscope --help`` start without importing numpy.
 """
-from gradscope.autograd.dtypes import (bool_ as bool, double, dtype, float, float16, float32, float64,  # noqa: A004
+from gradscope.autograd.dtypes import (bfloat16, bool_ as bool, double, dtype, float, float16, float32, float64,  # noqa: A004
                                        half, int, int8, int16, int32, int64, long, short, uint8)
 from gradscope.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                                           set_grad_enabled)
@@ -13,8 +13,9 @@ from gradscope.ops.arith import (add, allclose, bmm, div, divide, dot, eq, equal
                                  isclose, le, logical_and, logical_not, logical_or, logical_xor, lt, matmul,
                                  mm, mul, multiply, mv, ne, neg, negative, pow, remainder, sub, subtract,
                                  true_divide)
-from gradscope.autograd.device import device
-from gradscope.autograd.dtypes import finfo, iinfo
+from gradscope.autograd.device import device, get_default_device, set_default_device
+from gradscope.autograd.dtypes import (channels_last, channels_last_3d, contiguous_format, finfo, iinfo,
+                                       memory_format, preserve_format)
 from gradscope.ops.creation import LEGACY_TYPES as _LEGACY_TYPES
 from gradscope.ops.creation import (Generator, arange, bernoulli, logspace, normal, as_tensor, default_generator, empty, empty_like, eye,
                                     from_numpy, full, full_like, get_default_dtype, get_rng_state,
@@ -29,10 +30,12 @@ from gradscope.ops.elementwise import (acos, acosh, addcdiv, addcmul, arctan2, a
                                        expm1, floor, fmod, frac, lerp, log2, log10, logaddexp, logit, reciprocal,
                                        round, sinh, square, tan, trunc, xlogy)
 from gradscope.ops.arith import bitwise_not
-from gradscope.ops.sorting import argsort, cummax, cummin, cumprod, kthvalue, median, msort, sort, topk
+from gradscope.ops.sorting import (argsort, bincount, bucketize, cummax, cummin, cumprod, histc, kthvalue, median,
+                                   msort, searchsorted, sort, topk, unique)
 from gradscope.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, cdist, dist, einsum, ger, outer,
                                   sparse_coo_tensor, spmm, tensordot)
-from gradscope.ops.indexing import argwhere, index_add, index_fill, masked_select, nonzero, scatter, take
+from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, masked_select, nonzero, scatter,
+                                    take)
 from gradscope.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, log_softmax,
                                   logsumexp, max, mean, min, norm, prod, softmax, std, std_mean, sum, var,
                                   var_mean)
@@ -42,7 +45,9 @@ from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, cl
                                  reshape, roll, select, split, squeeze, stack, swapaxes, swapdims, t,
                                  tensor_split, tile, trace, transpose, tril_indices, triu_indices, unbind,
                                  unflatten, unsqueeze, vstack)
-from gradscope import autograd, backends, cuda, distributions, sparse, utils
+from gradscope import amp, autograd, backends, cuda, distributions, linalg, sparse, utils
+from gradscope.ops.linalg import cholesky, det, inverse, logdet, slogdet
+from gradscope.amp import autocast
 from gradscope.runtime import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,
                                get_num_threads, set_float32_matmul_precision, set_num_threads,
                                use_deterministic_algorithms)

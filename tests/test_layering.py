@@ -10,22 +10,24 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gradscope"
 
 # Lower rank = lower layer. A module may import its own layer and any layer below it.
 RANKS = {
-    "errors": 0, "utils": 0, "cuda": 0, "backends": 0, "runtime": 0,
+    "errors": 0, "utils": 0, "cuda": 0, "backends": 0, "runtime": 0, "amp": 0,
     "autograd": 1,
-    "ops": 2, "sparse": 2,
+    "ops": 2, "sparse": 2, "linalg": 2,
     "hooks": 3,
-    "nn": 4, "optim": 4, "serialization": 4, "distributions": 4,
+    "nn": 4, "optim": 4, "utils.data": 4, "serialization": 4, "distributions": 4,
     "engines": 5,
     "loading": 6, "scripts": 6, "monitor": 6, "testing": 6, "debug": 6,
     "render": 7,
     "cli": 8, "__main__": 8, "_api": 9,
 }
 RENDER_FORBIDDEN = {"autograd", "ops", "nn", "hooks", "optim"}
+# Layers that reach an engine only through gradscope/engines (they run torch models too).
+ENGINE_NEUTRAL = {"loading", "monitor", "testing", "render", "cli", "debug"}
 
 
 def _layer(path: Path) -> str:
     parts = path.relative_to(PACKAGE).with_suffix("").parts
-    return parts[0]
+    return "utils.data" if parts[:2] == ("utils", "data") else parts[0]
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:
@@ -56,12 +58,17 @@ def test_imports_only_go_downward(path: Path) -> None:
             assert layer in ("cli", "render"), f"{path}:{line} imports rich outside render/ and cli/"
         if top == "torch":
             assert layer == "engines", f"{path}:{line} imports torch outside gradscope/engines"
+        if layer == "debug":
+            assert module != "gradscope", f"{path}:{line}: debug/ must not import the gradscope package itself"
         if top != "gradscope" or module == "gradscope":
             continue
-        target = module.split(".")[1]
+        target = "utils.data" if module.startswith("gradscope.utils.data") else module.split(".")[1]
         assert target in RANKS, f"{path}:{line}: unknown layer {target!r}"
         if layer == "render":
             assert target not in RENDER_FORBIDDEN, f"{path}:{line}: render/ must not import {module}"
+        if layer in ENGINE_NEUTRAL:
+            assert target not in RENDER_FORBIDDEN, f"{path}:{line}: {layer} must reach the engine through " \
+                f"gradscope.engines, not import {module}"
         assert RANKS[target] <= RANKS[layer], f"{path}:{line}: {layer} (rank {RANKS[layer]}) imports " \
             f"{module} (rank {RANKS[target]}): imports must only go downward"
 

@@ -69,3 +69,16 @@ def check_device(target: Any) -> None:
         raise RuntimeError(f"gradscope runs on the CPU only; cannot place a tensor on '{resolved}' "
                            "(Torch not compiled with CUDA enabled). Use device='cpu', or pick the device "
                            "with torch.cuda.is_available(), which is False in gradscope.")
+
+
+_DEFAULT_DEVICE = [CPU]
+
+
+def set_default_device(target: Any) -> None:
+    """``torch.set_default_device``: only the CPU (or ``None``) is accepted."""
+    check_device(target)
+    _DEFAULT_DEVICE[0] = CPU
+
+
+def get_default_device() -> device:
+    return _DEFAULT_DEVICE[0]

@@ -17,6 +17,14 @@ class dtype:
         self.is_floating_point = self.np.kind == "f"
         self.itemsize = self.np.itemsize
 
+    @property
+    def is_complex(self) -> bool:
+        return False
+
+    @property
+    def is_signed(self) -> bool:
+        return self.np.kind in "fi"
+
     def __repr__(self) -> str:
         return f"gradscope.{self.name}"
 
@@ -24,7 +32,21 @@ class dtype:
         return self.name
 
 
+class UnsupportedDtype(dtype):
+    """A dtype model code names that numpy cannot compute in (``bfloat16``): it can be named, compared
+    and kept in a dict, and any tensor made with it raises a TypeError saying so."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, itemsize: int) -> None:
+        self.name = name
+        self.np = None
+        self.is_floating_point = True
+        self.itemsize = itemsize
+
+
 float16 = dtype("float16", np.float16)
+bfloat16 = UnsupportedDtype("bfloat16", 2)
 float32 = dtype("float32", np.float32)
 float64 = dtype("float64", np.float64)
 int8 = dtype("int8", np.int8)
@@ -35,6 +57,24 @@ uint8 = dtype("uint8", np.uint8)
 bool_ = dtype("bool", np.bool_)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
+
+class memory_format:
+    """A memory layout name (``gs.channels_last``, ...). Arrays are numpy's, so every layout computes
+    the same numbers; the names are accepted wherever PyTorch takes a ``memory_format``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"gradscope.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")
 
 # The dtype of new floating point tensors (``set_default_dtype``), in a list so it can change.
 DEFAULT_FLOAT = [np.dtype(np.float32)]
@@ -53,6 +93,9 @@ def from_numpy_dtype(np_dtype: Any) -> dtype:
 
 def to_numpy_dtype(d: Any) -> np.dtype:
     """Accept a gradscope dtype, numpy dtype, python type or string and return a numpy dtype."""
+    if isinstance(d, UnsupportedDtype):
+        raise TypeError(f"gradscope computes with numpy, which has no {d.name}: use gradscope.float32 or "
+                        "float64 (on the CPU, mixed precision changes nothing that gradscope shows)")
     if isinstance(d, dtype):
         return d.np
     if d is builtins_float:

@@ -148,14 +148,21 @@ def _count_dependencies(root_nodes: list) -> dict:
     stack = list(root_nodes)
     pop, push = stack.pop, stack.append
     while stack:
-        for child, _ in pop()._next:
-            if child is None:
-                continue
-            if child in deps:
-                deps[child] += 1
-            else:
-                deps[child] = 1
-                push(child)
+        fn = pop()
+        while fn is not None:  # walk on down the first newly seen input (a chain needs no stack)
+            following = None
+            for child, _ in fn._next:
+                if child is None:
+                    continue
+                if child in deps:
+                    deps[child] += 1
+                else:
+                    deps[child] = 1
+                    if following is None:
+                        following = child
+                    else:
+                        push(child)
+            fn = following
     return deps
 
 

@@ -84,7 +84,7 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
         if saved_tensor_hooks_stack:
             node._pack([out])
         else:
-            node._saved = (out,)
+            node._saved = out  # a bare array: one object less for the garbage collector
     return t
 
 
@@ -120,7 +120,7 @@ def unary_result(cls: type, out: np.ndarray, x: Tensor, scalar_operand: bool = F
             elif saved_tensor_hooks_stack:
                 node._pack([out])
             else:
-                node._saved = (out,)
+                node._saved = out  # a bare array: one object less for the garbage collector
             if _anomaly.enabled:
                 node._extra().trace = anomaly.record_trace()
             t.requires_grad = True

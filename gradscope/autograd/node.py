@@ -59,6 +59,9 @@ class Node:
     """
 
     __slots__ = ("_next", "_seq", "_saved", "_vcs", "_meta", "_extras", "__weakref__")
+    # _saved: None (nothing saved), a tuple of arrays (``save``), the node's own output as a bare
+    # array (``_save_output``), a list of packed values (saved-tensor hooks), or _FREED.
+    # _vcs: (version counter, expected version, tensor or None for the output) per saved tensor.
 
     _save_output = False
     # ``backward`` returns one array: the gradient of the first input (any further input edge
@@ -159,8 +162,11 @@ class Node:
     def saved(self) -> list:
         """The saved arrays; raises if they were freed or modified in place since saving."""
         saved = self._saved
-        if saved.__class__ is tuple and not self._vcs:  # not freed, not packed, nothing to check
-            return saved
+        if not self._vcs:  # no version to check
+            if saved.__class__ is tuple:  # (and neither freed nor packed)
+                return saved
+            if saved.__class__ is np.ndarray:  # a saved output, stored without a tuple
+                return (saved,)
         if saved is _FREED:
             raise RuntimeError(_FREED_MESSAGE)
         for entry in self._vcs:
@@ -176,7 +182,14 @@ class Node:
                 value = unpack(packed)
                 out.append(value._data if hasattr(value, "_data") else np.asarray(value))
             return out
-        return saved
+        return (saved,) if saved.__class__ is np.ndarray else saved
+
+    def saved_output(self) -> np.ndarray:
+        """The output a ``_save_output`` node saved: ``saved()[0]`` without building a tuple."""
+        out = self._saved
+        if out.__class__ is np.ndarray and not self._vcs:
+            return out
+        return self.saved()[0]
 
     def _raise_modified(self, entry: tuple) -> None:
         vc, expected, tensor = entry

@@ -429,6 +429,12 @@ class Tensor:
 
     __str__ = __repr__
 
+    def __format__(self, format_spec: str) -> str:
+        """A one-element 0-d tensor formats like its number (``f"{loss:.3f}"``), as in PyTorch."""
+        if self._data.ndim == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
 
 class Size(tuple):
     """A tensor shape; a tuple that prints like ``gradscope.Size([2, 3])``."""

@@ -1,7 +1,7 @@
 """``gradscope`` command line: the root ``click`` group; one module per command.
 
-Only ``click`` is imported here, so ``gradscope --help`` stays fast: numpy, rich and the model code
-are imported by a command when it runs.
+Only ``click`` is imported here, so ``gradscope --help`` stays fast: a command's module (and its
+options) is imported when that command is named, and numpy, rich and the model code when it runs.
 """
 from __future__ import annotations
 
@@ -10,21 +10,52 @@ from typing import Any, NoReturn
 import click
 
 from gradscope.cli.app import App, ExitCode
-from gradscope.cli.check import check
-from gradscope.cli.clip import clip
-from gradscope.cli.debug import debug
-from gradscope.cli.graph import graph
-from gradscope.cli.inspect import inspect_command
-from gradscope.cli.replay import replay
-from gradscope.cli.run import run
-from gradscope.cli.watch import watch
 
-__all__ = ["App", "ExitCode", "main"]
+__all__ = ["App", "ExitCode", "COMMANDS", "main"]
+
+#: Every command: name -> (module, function, the first sentence of its help for the overview).
+#: tests/cli/test_help.py checks the sentences against the commands' own help.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "inspect": ("gradscope.cli.inspect", "inspect_command",
+                "Run one forward and backward pass of MODEL and show how the gradient flows."),
+    "watch": ("gradscope.cli.watch", "watch",
+              "Train MODEL for N steps, showing loss, total and per-layer gradient norms each step."),
+    "clip": ("gradscope.cli.clip", "clip",
+             "Clip the gradients of MODEL and show each parameter's gradient norm before and after."),
+    "check": ("gradscope.cli.check", "check",
+              "Run gradient sanity checks on MODEL; exit 0 when all pass, 1 when any fails."),
+    "replay": ("gradscope.cli.replay", "replay",
+               "Reproduce the step stored in BUNDLE (written by `watch --nan/--inf`) on MODEL."),
+    "debug": ("gradscope.cli.debug", "debug",
+              "Pause inside the backward pass of MODEL, at breakpoints or step by step."),
+    "graph": ("gradscope.cli.graph", "graph",
+              "Show the autograd graph of one forward pass of MODEL, from the loss down."),
+    "run": ("gradscope.cli.run", "run",
+            "Run SCRIPT as `python SCRIPT ARGS` would, with gradscope watching every model it trains."),
+}
 
 
 class _RootGroup(click.Group):
     """Root group: the CLI's error boundary. Every error escaping a command becomes one stderr line
     and a documented exit code; SIGINT and SIGTERM are handled as interrupts while a command runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        import importlib
+
+        module, function, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), function)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command overview from :data:`COMMANDS`, without importing every command."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.utils.make_default_short_help(COMMANDS[name][2], limit)) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -135,10 +166,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """
     app = ctx.ensure_object(App)
     app.debug = app.debug or debug
-
-
-for command in (inspect_command, watch, clip, check, replay, debug, graph, run):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:

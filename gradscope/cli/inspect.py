@@ -6,7 +6,8 @@ from typing import Any
 import click
 
 from gradscope.cli.app import ExitCode
-from gradscope.cli.options import debug_option, engine_option, format_option, model_argument, seed_option, threshold_options
+from gradscope.cli.options import (debug_option, engine_option, format_option, model_argument, seed_option,
+                                   threshold_options)
 from gradscope.cli.settings import option
 from gradscope.cli.view_options import layers_option
 from gradscope.cli.waivers import ignore_option

@@ -1,7 +1,6 @@
 """``gradscope run [OPTIONS] SCRIPT [ARGS]...``: monitor an unmodified training script."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -19,6 +18,8 @@ from gradscope.cli.settings import option
 @option("clip", "Clip the gradients to this value before each optimizer step.")
 @option("mode", "How --clip clips: norm (total 2-norm of the optimizer's gradients) or value (each element).",
         default="norm", flag="--clip-mode")
+@option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
+                 "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
 @debug_option
 @click.argument("script")
@@ -40,6 +41,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run train.py --epochs 3
       gradscope run --nan --inf --log steps.jsonl train.py --lr 0.1
       gradscope run --format json --clip 1.0 train.py > run.json
+      gradscope run --nproc 2 --nan train_ddp.py
     """
     from gradscope.cli.startup import start
     from gradscope.cli.watch import _LogWriter
@@ -51,15 +53,26 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     if options.clip == 0:
         started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
                           "every gradient), got 0", ExitCode.USAGE)
-    log = _LogWriter(started, started.output("log"))
+    if started["nproc"] is not None:
+        from gradscope.cli.launch import launch
+
+        output = started.output("log")
+        started.exit(launch(started.app, started["nproc"], script, list(script_args), options, output_format,
+                            output.path if output is not None else None, started.app.debug))
+    from gradscope.cli.launch import Worker
+
+    worker = Worker.from_environment()
+    log = _LogWriter(started, started.output("log") if worker.writes_log else None)
     try:
-        code = _run(started.app, script, list(script_args), options, log, output_format)
+        code = _run(started.app, script, list(script_args), options, log, output_format, worker)
     finally:
         log.close()
     started.exit(code)
 
 
-def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_format: str) -> int:
+def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_format: str, worker: Any) -> int:
+    import json
+
     from gradscope.engines import get_engine
     from gradscope.monitor.run import RunMonitor, StopRun
     from gradscope.render.data import run_step_to_dict
@@ -69,21 +82,23 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
     from gradscope.cli.common import quiet_numpy
     from gradscope.cli.status import StatusLine, output_below
 
-    status = StatusLine(sys.stderr) if output_format == "table" and app.err.is_terminal else None
+    live = output_format == "table" and app.err.is_terminal and worker.writes_log
+    status = StatusLine(sys.stderr) if live else None
 
     def on_step(record: Any) -> None:
         log.write(json.dumps(run_step_to_dict(record), allow_nan=False) + "\n")
         if status is not None:
             status.show(run_line(record))
 
-    monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]))
+    reducer = worker.reducer()
+    monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer)
     result = None
     error: ScriptError | None = None
     stopped = False
     interrupt: KeyboardInterrupt | None = None
     try:
         monitor.attach(get_engine("gradscope"))
-        with when_imported("torch", lambda: monitor.attach(get_engine("torch"))):
+        with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), monitor.reducer.deferred_signals():
             try:
                 with output_below(status), quiet_numpy():
                     result = run_script(script, args)
@@ -98,6 +113,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         monitor.close()
         if status is not None:
             status.hide()
+    if error is not None and getattr(reducer, "signalled", False):
+        error, interrupt = None, KeyboardInterrupt()  # a collective failed because the job is being stopped
     if error is not None and _raised_by_monitor(error.original):
         raise error.original  # gradscope's own failure: the CLI reports an internal error (exit 4)
     if error is not None:
@@ -107,24 +124,30 @@ def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_
         sys.stderr.write(result.message + "\n")
         sys.stderr.flush()
     report = monitor.report(script, interrupted=interrupt is not None, error=error is not None)
-    _print_report(app, report, output_format)
+    lines: list[str] = []
     if error is not None:
-        app.err.print(f"error: {script}: {error}", style="bold red", markup=False)
+        lines.append(f"error: {script}: {error}")
     if interrupt is not None:
         from gradscope.utils.usercode import Terminated
 
         terminated = isinstance(interrupt, Terminated)
-        app.err.print(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s)",
-                      style="yellow")
-        return ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
-    if error is not None:
-        return ExitCode.MODEL_ERROR
-    if stopped or report.status == "nonfinite":
-        return ExitCode.FINDINGS
-    return result.exit_code if result is not None else ExitCode.OK
+        lines.append(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s)")
+        code = ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
+    elif error is not None:
+        code = ExitCode.MODEL_ERROR
+    elif stopped or report.status == "nonfinite":
+        code = ExitCode.FINDINGS
+    else:
+        code = result.exit_code if result is not None else ExitCode.OK
+    if worker.prints_report:
+        print_report(app, report, output_format)
+        for line in lines:
+            app.err.print(line, style="bold red" if line.startswith("error:") else "yellow", markup=False)
+    return worker.finish(report, code, lines)
 
 
-def _print_report(app: App, report: Any, output_format: str) -> None:
+def print_report(app: App, report: Any, output_format: str) -> None:
+    """The run's report: the JSON document on stdout with ``--format json``, the summary on stderr."""
     from gradscope.render.tables import run_summary
 
     if output_format == "json":
@@ -138,13 +161,13 @@ def _raised_by_monitor(exc: BaseException) -> bool:
     """True when the innermost frame of ``exc`` is gradscope's run monitor (not the script)."""
     import os
 
+    from gradscope.monitor import distributed, run_localize
     from gradscope.monitor import run as run_monitor
-    from gradscope.monitor import run_localize
 
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     if tb is None:
         return False
-    own = {os.path.abspath(run_monitor.__file__), os.path.abspath(run_localize.__file__)}
+    own = {os.path.abspath(module.__file__) for module in (run_monitor, run_localize, distributed)}
     return os.path.abspath(tb.tb_frame.f_code.co_filename) in own

@@ -236,6 +236,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("ignore", TextList()),
     Setting("engine", Choice(("gradscope", "torch"))),
     Setting("layers", TextList()),
+    Setting("nproc", Integer(minimum=1), config=False),
 )}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from typing import IO, Sequence
+from typing import IO, Any, Sequence
 
 from gradscope.debug.conditions import Breakpoint, ConditionError, Event, parse_condition
 from gradscope.debug.graph import AutogradGraph, GraphNode, build_graph, trace_graph
@@ -17,7 +17,6 @@ from gradscope.debug.session import (DebugCommandError, DebuggerQuit, DebugSessi
 from gradscope.debug.shell import DebuggerShell, Presenter
 from gradscope.debug.text import TextPresenter
 from gradscope.debug.tracking import Call, ForwardTracker
-from gradscope.nn.modules.module import Module
 
 __all__ = ["AutogradGraph", "Breakpoint", "Call", "ConditionError", "DebugCommandError", "DebugSession",
            "DebuggerQuit", "DebuggerShell", "Event", "ForwardTracker", "GraphNode", "Presenter", "Snapshot",
@@ -26,7 +25,7 @@ __all__ = ["AutogradGraph", "Breakpoint", "Call", "ConditionError", "DebugComman
 NO_TERMINAL_COMMANDS = ("where", "grads", "finish")
 
 
-def breakpoint_on(model: Module, *conditions: str, commands: Sequence[str] | str | None = None,
+def breakpoint_on(model: Any, *conditions: str, commands: Sequence[str] | str | None = None,
                   presenter: Presenter | None = None, stdin: IO | None = None,
                   stdout: IO | None = None) -> DebugSession:
     """Stop inside backward (or forward) whenever one of ``conditions`` holds, with a prompt.
@@ -47,7 +46,7 @@ def breakpoint_on(model: Module, *conditions: str, commands: Sequence[str] | str
     when the pass started and removing every hook.
 
     Args:
-        model: the module to watch.
+        model: the module to watch (gradscope's or PyTorch's).
         conditions: breakpoint conditions, e.g. ``"nan"``, ``"module encoder.*"``,
             ``"grad_input norm > 100"`` (see ``gradscope.debug.conditions``).
         commands: run these commands (a list, or one string separated by ";") instead of

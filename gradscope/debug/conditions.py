@@ -30,6 +30,7 @@ from gradscope.debug.stats import total_norm
 from gradscope.errors import GradscopeError
 
 PHASE_ORDER = ("forward", "pre", "node", "post")
+NONFINITE_KINDS = frozenset({"nan", "inf", "nonfinite"})
 ROOT_NAME = "model"
 
 SYNTAX_HELP = ("a condition is clauses joined by 'and': nan | inf | nonfinite | module PATTERN | "
@@ -57,6 +58,8 @@ class Event:
         arrays: the values the condition looks at: outputs (forward), grad_output (pre),
             grad_input (post), or the gradients the node produced (node); None entries skipped.
         module_call: the call as displayed, ``"cell[2]"`` for the third call of ``cell``.
+        value: a forward event about one value a line of forward code made (not a module's
+            output); only conditions that look for NaN/Inf stop there.
     """
 
     phase: str
@@ -65,6 +68,7 @@ class Event:
     node_name: str | None
     arrays: tuple
     module_call: str | None = None
+    value: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,17 @@ class Breakpoint:
 
     def matches(self, event: Event) -> bool:
         """Whether this breakpoint (ignoring ``enabled``) stops at ``event``."""
+        if event.value and not self.kinds() & NONFINITE_KINDS:
+            return False
         return event.phase in self.phases and all(clause.matches(event) for clause in self.clauses)
+
+    def watches_forward_values(self) -> bool:
+        """Whether it looks for NaN/Inf in the forward pass (``forward nan``)."""
+        return "forward" in self.phases and bool(self.kinds() & NONFINITE_KINDS)
+
+    def kinds(self) -> set[str]:
+        """The kinds of its clauses (``{"forward", "nan"}``)."""
+        return {clause.kind for clause in self.clauses}
 
     @property
     def phase_text(self) -> str:

@@ -1,48 +1,56 @@
-"""The debugging session: global hooks that turn forward and backward into stopping points.
+"""The debugging session: hooks that turn forward and backward into stopping points.
 
-A :class:`DebugSession` registers global module hooks (forward pre/post, full backward
-pre/post), a post-hook on every autograd node created by the model, and tensor hooks on the
-model's parameters. Each hook builds an :class:`~gradscope.debug.conditions.Event`; when a
-breakpoint matches it (or the user is stepping), the session *stops*: it calls
-``interface.interact(session)`` from inside the hook, so everything is live, and whatever
-gradient edit the user made is returned from the hook and used by the rest of backward.
+A :class:`DebugSession` registers global module forward hooks (through the engine adapter,
+so it works on gradscope's engine and on PyTorch alike) and hooks on the autograd nodes the
+model creates. It never wraps a module's inputs or outputs (module full backward hooks would,
+and in-place layers such as ``ReLU(inplace=True)`` then fail): it observes
+
+* a module's ``grad_output`` with a pre-hook on the nodes that made its outputs (what a tensor
+  hook on each output sees, taken together);
+* a module's ``grad_input`` by adding up what the module's nodes send to the gradient edges of
+  its arguments (recorded when the call started), in node post-hooks.
+
+Each hook builds an :class:`~gradscope.debug.conditions.Event`; when a breakpoint matches it
+(or the user is stepping), the session *stops*: it calls ``interface.interact(session)`` from
+inside the hook, so everything is live. An edit of ``grad_output`` is what the pre-hook
+returns; an edit of ``grad_input`` is applied by a pre-hook on the nodes that receive it, which
+have not run yet when the module's backward is done (nodes run from the newest to the oldest).
+The rest of backward then sees exactly what a module full backward hook returning the edit
+would have passed on.
 
 Stopping points, in order:
 
-* ``forward``: after a module call returns (only for ``forward`` breakpoints and stepping);
+* ``forward``: after a module call returns, or (with ``forward nan``/``inf`` breakpoints, see
+  :mod:`gradscope.debug.forward`) right after a line of the user's forward code made a
+  non-finite value;
 * ``start``: forward done, backward not started (``run_debug_step`` only);
 * ``pre``: a module's ``grad_output`` is known, before its backward;
 * ``node``: an autograd node has run (only for ``node`` breakpoints);
-* ``post``: a module's backward is done and ``grad_input`` is known. For a call none of whose
-  inputs requires grad, the engine calls full hooks right after the pre-hook; the session
-  instead stops when every node of the call (and its parameters' accumulation) has run.
+* ``post``: every node of the module's call has run (its parameters' gradients are
+  accumulated) and ``grad_input`` is known.
 """
 from __future__ import annotations
 
-import warnings
-import weakref
+import functools
+import linecache
+import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
-import gradscope
-from gradscope.autograd.anomaly import detect_anomaly
-from gradscope.autograd.graph import queue_callback
-from gradscope.autograd.tensor import Tensor
 from gradscope.debug.conditions import BreakpointTable, Event
+from gradscope.debug.forward import ValueWatch
 from gradscope.debug.graph import HOOK_NODE, AutogradGraph, build_graph
 from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tensor_stats, total_norm
-from gradscope.debug.tracking import Call, ForwardTracker, creation_site, flatten_tensors
+from gradscope.debug.tracking import Call, ForwardTracker, UserCode
 from gradscope.debug.views import (BreakpointList, BreakpointRow, GradGroup, GradsView, LayerRow, LayerTable,
                                    ParamRow, ParamsView, Position)
+from gradscope.engines import Engine, engine_of
 from gradscope.errors import ControlFlow, GradscopeError
-from gradscope.nn.modules.module import (Module, register_module_full_backward_hook,
-                                         register_module_full_backward_pre_hook)
+from gradscope.monitor.diagnose import relative_source
 
-# The module hook machinery warns when a call none of whose inputs requires grad gets full
-# backward hooks; the session registers them itself and handles that case (deferred post).
-_NO_INPUT_GRAD_WARNING = r"Full backward hook.*no inputs require gradients"
 _EDITABLE = {"pre": "grad_output", "post": "grad_input", "node": "grad_input"}
 
 
@@ -71,28 +79,29 @@ class Interface(Protocol):
 class Snapshot:
     """Copies of the model's parameter gradients (and optionally values and buffers)."""
 
+    engine: Engine
     grads: list
     values: list | None = None
     buffers: list | None = None
 
     @classmethod
-    def take(cls, model: Module, values: bool) -> "Snapshot":
-        params = list(model.parameters())
-        grads = [(p, None if p.grad is None else p.grad._data.copy()) for p in params]
-        if not values:
-            return cls(grads)
-        return cls(grads, [(p, p._data.copy()) for p in params],
-                   [(b, b._data.copy()) for b in model.buffers()])
+    def take(cls, model: Any, values: bool, engine: Engine | None = None) -> "Snapshot":
+        engine = engine or _engine(model)
+        with engine.no_grad():
+            params = list(model.parameters())
+            grads = [(p, None if p.grad is None else engine.clone(p.grad)) for p in params]
+            if not values:
+                return cls(engine, grads)
+            return cls(engine, grads, [(p, engine.clone(p)) for p in params],
+                       [(b, engine.clone(b)) for b in model.buffers()])
 
     def restore(self) -> None:
         """Put every recorded gradient, value and buffer back."""
+        engine = self.engine
+        for tensor, saved in (self.values or []) + (self.buffers or []):
+            engine.copy_into(tensor, saved)
         for param, grad in self.grads:
-            param.grad = None if grad is None else gradscope.from_numpy(grad.copy())
-        for tensor, data in (self.values or []) + (self.buffers or []):
-            if tensor._data.shape == data.shape and not np.array_equal(tensor._data, data, equal_nan=True):
-                np.copyto(tensor._data, data)
-            elif tensor._data.shape != data.shape:
-                tensor._data = data.copy()
+            param.grad = None if grad is None else engine.clone(grad)
 
 
 @dataclass(eq=False)
@@ -100,16 +109,66 @@ class _CallState:
     """What backward did with one module call."""
 
     pre_seen: bool = False
-    engine_post_seen: bool = False
     post_done: bool = False
     deferred: bool = False
     grad_output: list | None = None
+    output_templates: list | None = None
     grad_input: list | None = None
     grad_output_norm: float | None = None
     grad_input_norm: float | None = None
     nonfinite: int = 0
     pending: set = field(default_factory=set)
     edits: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Part:
+    """What one node sent along a gradient edge in this pass (``sender``), or what a module's
+    ``grad_input`` edit put in place of its nodes' parts (``edited_by``)."""
+
+    array: np.ndarray
+    sender: Any = None
+    edited_by: Call | None = None
+
+    def belongs_to(self, call: Call) -> bool:
+        """Whether the part is ``call``'s: sent by one of its nodes, or an edit of a call inside it."""
+        if self.edited_by is not None:
+            return _within(self.edited_by, call)
+        return self.sender in call.nodes
+
+
+@dataclass(eq=False)
+class _Edge:
+    """The gradient sent along one edge ``(node, output_nr)`` that is some call's argument."""
+
+    parts: list = field(default_factory=list)
+    sent: np.ndarray | None = None
+    edited: bool = False
+
+    def add(self, sender: Any, array: np.ndarray) -> None:
+        self.parts.append(_Part(array, sender=sender))
+        self.sent = array.copy() if self.sent is None else self.sent + array
+
+    def part_of(self, call: Call) -> np.ndarray | None:
+        """The sum of ``call``'s parts (None when it sent nothing)."""
+        mine = [part.array for part in self.parts if part.belongs_to(call)]
+        return None if not mine else functools.reduce(np.add, mine[1:], mine[0].copy())
+
+    def replace(self, call: Call, array: np.ndarray) -> None:
+        """Put ``array`` in place of ``call``'s parts."""
+        self.parts = [part for part in self.parts if not part.belongs_to(call)] + [_Part(array, edited_by=call)]
+        self.edited = True
+
+    def total(self, received: np.ndarray) -> np.ndarray:
+        """What the receiving node gets after the edits, given what it ``received``: the sum of
+        the parts when they add up to it (every sender was seen), else ``received`` corrected by
+        the difference the edits made."""
+        arrays = [part.array for part in self.parts]
+        now = functools.reduce(np.add, arrays[1:], arrays[0].copy())
+        if self.sent is not None and self.sent.shape == received.shape \
+                and np.array_equal(self.sent, received, equal_nan=True):
+            return np.asarray(now, dtype=received.dtype)
+        return np.asarray(received - self.sent + now, dtype=received.dtype)
 
 
 @dataclass(eq=False)
@@ -124,15 +183,29 @@ class Stop:
     editable: str | None = None
     edited: bool = False
     edits: list = field(default_factory=list)
+    source: str | None = None
+    value_kind: str | None = None
+    line: tuple[str, int] | None = None
 
-    def replacement(self) -> tuple | None:
-        if not self.edited:
-            return None
-        return tuple(None if a is None else gradscope.from_numpy(a) for a in self.groups[self.editable])
+
+def _engine(model: Any) -> Engine:
+    engine = engine_of(model)
+    if engine is None:
+        raise GradscopeError(f"cannot debug a {type(model).__name__}: expected an nn.Module of gradscope or "
+                             "PyTorch")
+    return engine
+
+
+def _within(call: Call | None, ancestor: Call) -> bool:
+    while call is not None:
+        if call is ancestor:
+            return True
+        call = call.parent
+    return False
 
 
 class DebugSession:
-    """Breakpoints, stepping and gradient edits on one model.
+    """Breakpoints, stepping and gradient edits on one model (gradscope's or PyTorch's).
 
     Args:
         model: the root module to debug.
@@ -144,18 +217,24 @@ class DebugSession:
         step: the training step number, shown by ``where``.
         locate: ``fn(module_path) -> "file:line" | None`` where a module is defined (see
             ``ForwardTracker``).
+        engine: the model's engine adapter (default: found from the model).
+        user_code: which stack frames are the user's (for source lines).
     """
 
-    def __init__(self, model: Module, interface: Interface, *, conditions: tuple | list = (),
+    def __init__(self, model: Any, interface: Interface, *, conditions: tuple | list = (),
                  stop_at_start: bool = False, snapshot_each_pass: bool = True, step: int | None = None,
-                 locate: Callable[[str], str | None] | None = None) -> None:
+                 locate: Callable[[str], str | None] | None = None, engine: Engine | None = None,
+                 user_code: UserCode | None = None) -> None:
         self.model = model
+        self.engine = engine or _engine(model)
         self.interface = interface
         self.breakpoints = BreakpointTable()
         for condition in conditions:
             self.breakpoints.add(condition)
         self.tracker = ForwardTracker(model, on_call_end=self._on_call_end, on_pass_start=self._on_pass_start,
-                                      locate=locate)
+                                      locate=locate, engine=self.engine, user_code=user_code,
+                                      on_call_start=self._on_call_start)
+        self.user_code = self.tracker.user_code
         self.parameter_names = {id(p): name for name, p in model.named_parameters()}
         self.stop_at_start = stop_at_start
         self.snapshot_each_pass = snapshot_each_pass
@@ -165,42 +244,28 @@ class DebugSession:
         self.next_depth = 0
         self.state = "idle"
         self.current: Stop | None = None
-        self.loss: Tensor | None = None
+        self.loss: Any = None
         self.attached = False
+        self.value_watch: ValueWatch | None = None
         self._pausing = False
-        self._handles: list = []
-        self._node_handles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._warning_filter: tuple | None = None
+        self._post_handles: dict = {}
+        self._pre_handles: dict = {}
+        self._pre_calls: dict = {}
         self._reset_pass()
 
     # ---------------------------------------------------------------- lifecycle
     def attach(self) -> "DebugSession":
-        """Register every hook. Calls made before attaching are not debugged."""
+        """Register the forward hooks. Calls made before attaching are not debugged."""
         if self.attached:
             return self
         self.tracker.attach()
-        self._handles = [register_module_full_backward_pre_hook(self._backward_pre),
-                         register_module_full_backward_hook(self._backward_post)]
-        for param in self.model.parameters():
-            if param.requires_grad:
-                self._handles.append(param.register_hook(self._param_grad))
-        warnings.filterwarnings("ignore", message=_NO_INPUT_GRAD_WARNING, category=UserWarning)
-        self._warning_filter = warnings.filters[0]
         self.attached = True
         return self
 
     def detach(self) -> None:
         """Remove every hook the session registered (idempotent)."""
         self.tracker.detach()
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-        for handle in list(self._node_handles.values()):
-            handle.remove()
-        self._node_handles = weakref.WeakKeyDictionary()
-        if self._warning_filter is not None and self._warning_filter in warnings.filters:
-            warnings.filters.remove(self._warning_filter)
-        self._warning_filter = None
+        self._remove_node_hooks()
         self.attached = False
 
     remove = detach
@@ -211,11 +276,20 @@ class DebugSession:
     def __exit__(self, *exc_info: Any) -> None:
         self.detach()
 
+    def _remove_node_hooks(self) -> None:
+        for handle in list(self._post_handles.values()) + list(self._pre_handles.values()):
+            handle.remove()
+        self._post_handles = {}
+        self._pre_handles = {}
+        self._pre_calls = {}
+
     def _reset_pass(self) -> None:
+        self._remove_node_hooks()
         self._states: dict = {}
         self._ran: dict = {}
         self._reachable: set | None = None
         self._first_nonfinite: tuple | None = None
+        self._edges: dict = {}
         self._pass_open = False
 
     def _on_pass_start(self) -> bool:
@@ -236,12 +310,25 @@ class DebugSession:
             state = self._states[call] = _CallState()
         return state
 
+    def watches_forward_values(self) -> bool:
+        """Whether a ``forward`` breakpoint looks for NaN/Inf (then ``run_debug_step`` traces the
+        lines of the forward pass with a :class:`ValueWatch`)."""
+        return any(b.enabled and b.watches_forward_values() for b in self.breakpoints.breakpoints)
+
+    def forward_watch(self) -> ValueWatch | nullcontext:
+        """A context that traces the forward pass for non-finite values when a breakpoint asks."""
+        if not self.watches_forward_values():
+            return nullcontext()
+        self.value_watch = ValueWatch(self.engine, self.user_code, self._forward_value)
+        return self.value_watch
+
     # ---------------------------------------------------------------- driving one step
-    def begin_backward(self, loss: Tensor) -> None:
+    def begin_backward(self, loss: Any) -> None:
         """Tell the session the loss about to be differentiated: tracks every node under it,
         and stops at ``start`` if asked to (or stepping)."""
+        self.value_watch = None
         self.loss = loss
-        roots = [loss.grad_fn] if loss.grad_fn is not None else []
+        roots = [loss.grad_fn] if getattr(loss, "grad_fn", None) is not None else []
         reachable: set = set()
         stack = list(roots)
         while stack:
@@ -280,157 +367,214 @@ class DebugSession:
         if stop is not None and stop.phase == "start":
             self.next_depth = 1 << 30
 
-    # ---------------------------------------------------------------- hooks
+    # ---------------------------------------------------------------- forward hooks
+    def _on_call_start(self, call: Call, args: tuple) -> None:
+        if self.value_watch is None or not self._active():
+            return
+        site = self.user_code.user_frame()
+        if site is not None:
+            self.value_watch.check(args, *site)
+
     def _on_call_end(self, call: Call, output: Any) -> None:
         if not self._active():
             return
         self._hook_nodes(call.own_nodes)
+        for edge in call.input_edges:
+            if edge is not None and edge not in self._edges:
+                self._edges[edge] = _Edge()
+        for node in call.output_nodes:
+            self._pre_calls.setdefault(node, []).append(call)
+            self._ensure_pre_hook(node)
+        if self.value_watch is not None:
+            self.value_watch.mark_seen(output)
         if self.mode == "finish":
             return
-        arrays = [t._data for t in flatten_tensors(output)]
+        arrays = [self.engine.to_numpy(t) for t in self.engine.tensors_in(output)]
         self._event("forward", call, None, {"output": arrays})
 
-    def _param_grad(self, grad: Tensor) -> None:
-        if self._active():
-            self._begin_pass()
-        return None
+    def _forward_value(self, tensor: Any, kind: str, filename: str, line: int) -> None:
+        """A line of the user's forward code made a non-finite tensor (from :class:`ValueWatch`)."""
+        if not self._active() or self.mode == "finish":
+            return
+        active = self.tracker.active_calls
+        call = active[-1] if active else None
+        self._event("forward", call, getattr(tensor, "grad_fn", None), {"output": [self.engine.to_numpy(tensor)]},
+                    value_kind=kind, line=(filename, line))
 
+    # ---------------------------------------------------------------- backward hooks
     def _begin_pass(self) -> None:
         if self._pass_open:
             return
         self._pass_open = True
         self.state = "backward"
-        queue_callback(self._on_backward_end)
+        self.engine.queue_backward_callback(self._on_backward_end)
         if self.snapshot_each_pass:
-            self.snapshot = Snapshot.take(self.model, values=False)
+            self.snapshot = Snapshot.take(self.model, values=False, engine=self.engine)
 
     def _hook_nodes(self, nodes: Any) -> None:
         for node in nodes:
-            if node not in self._node_handles:
-                self._node_handles[node] = node.register_hook(self._make_node_hook(node))
+            if node not in self._post_handles:
+                self._post_handles[node] = node.register_hook(self._make_post_hook(node))
 
-    def _make_node_hook(self, node: Any) -> Callable:
-        ref = weakref.ref(node)
+    def _ensure_pre_hook(self, node: Any) -> None:
+        if node not in self._pre_handles:
+            self._pre_handles[node] = node.register_prehook(self._make_pre_hook(node))
 
+    def _make_post_hook(self, node: Any) -> Callable:
         def node_ran(grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
-            target = ref()
-            if target is None or not self._active():
+            if not self._active():
                 return None
-            return self._node_ran(target, grad_inputs, grad_outputs)
+            return self._node_ran(node, grad_inputs, grad_outputs)
 
         return node_ran
 
-    def _match(self, module: Module, kind: str) -> Call | None:
-        """The call of ``module`` this backward hook is about: the latest call not yet seen."""
-        best = None
-        for call in self.tracker.calls:
-            if call.module is not module or not call.has_grad_outputs:
-                continue
-            state = self._state(call)
-            if kind == "pre" and state.pre_seen:
-                continue
-            if kind == "post" and (not state.pre_seen or state.engine_post_seen):
-                continue
-            if best is None or call.index > best.index:
-                best = call
-        return best
+    def _make_pre_hook(self, node: Any) -> Callable:
+        def node_starts(grad_outputs: tuple) -> tuple | None:
+            if not self._active():
+                return None
+            return self._node_starts(node, grad_outputs)
 
-    def _backward_pre(self, module: Module, grad_output: tuple) -> tuple | None:
-        if not self._active():
-            return None
-        call = self._match(module, "pre")
-        if call is None:
-            return None
+        return node_starts
+
+    def _any_nonfinite(self, tensors: Any) -> bool:
+        return any(t is not None and self.engine.nonfinite_kind(t) is not None for t in tensors)
+
+    def _arrays(self, tensors: Any) -> list:
+        return [None if t is None else self.engine.to_numpy(t) for t in tensors]
+
+    def _tensor_like(self, array: np.ndarray, template: Any) -> Any:
+        """``array`` as a tensor on ``template``'s device with its dtype."""
+        return self.engine.from_numpy(array, device=self.engine.describe_device(template),
+                                      dtype=self.engine.dtype_name(template))
+
+    def _node_starts(self, node: Any, grad_outputs: tuple) -> tuple | None:
+        """Pre-hook of a node that receives a module's output or argument gradient: applies
+        ``grad_input`` edits made upstream, then the ``pre`` points of the calls it made."""
         self._begin_pass()
+        current = list(grad_outputs)
+        changed = False
+        for slot, gradient in enumerate(current):
+            edge = self._edges.get((node, slot))
+            if edge is not None and edge.edited and gradient is not None:
+                current[slot] = self._tensor_like(edge.total(self.engine.to_numpy(gradient)), gradient)
+                changed = True
+        for call in sorted(self._pre_calls.get(node, ()), key=lambda c: c.index):
+            if self._pre_point(call, node, current):
+                changed = True
+        return tuple(current) if changed else None
+
+    def _pre_point(self, call: Call, node: Any, current: list) -> bool:
+        """Record (and maybe stop at) the ``pre`` point of ``call``; edits go into ``current``."""
         state = self._state(call)
+        slots = [(index, nr) for index, (edge_node, nr) in enumerate(call.output_edges) if edge_node is node]
+        if state.grad_output is None:
+            state.grad_output = [None] * len(call.output_edges)
+            state.output_templates = [None] * len(call.output_edges)
+        for index, nr in slots:
+            gradient = current[nr] if nr < len(current) else None
+            state.grad_output[index] = None if gradient is None else self.engine.to_numpy(gradient)
+            state.output_templates[index] = gradient
+        state.grad_output_norm = total_norm(state.grad_output)
+        state.nonfinite += sum(nonfinite_count(state.grad_output[i]) for i, _ in slots
+                               if state.grad_output[i] is not None)
+        if state.pre_seen:
+            return False  # a later output node of a call whose pre point has passed
         state.pre_seen = True
         state.deferred = not call.has_grad_inputs
-        arrays = [None if g is None else g._data for g in grad_output]
-        state.grad_output = arrays
-        state.grad_output_norm = total_norm(arrays)
-        state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
         state.pending = {n for n in call.nodes if n not in self._ran
                          and (self._reachable is None or n in self._reachable)}
-        stop = self._event("pre", call, None, {"grad_output": arrays})
-        return None if stop is None else stop.replacement()
-
-    def _backward_post(self, module: Module, grad_input: tuple, grad_output: tuple) -> tuple | None:
-        if not self._active():
-            return None
-        call = self._match(module, "post")
-        if call is None:
-            return None
-        state = self._state(call)
-        state.engine_post_seen = True
-        if state.deferred:
-            if not state.pending:
-                self._finish_call(call)
-            return None
-        arrays = [None if g is None else g._data for g in grad_input]
-        return self._post_point(call, arrays)
-
-    def _post_point(self, call: Call, arrays: list) -> tuple | None:
-        state = self._state(call)
-        state.post_done = True
-        state.grad_input = arrays
-        state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
-        state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
-        groups = {"grad_output": state.grad_output or [], "grad_input": arrays}
-        stop = self._event("post", call, None, groups)
-        return None if stop is None else stop.replacement()
-
-    def _finish_call(self, call: Call) -> None:
-        """The deferred post point of a call whose inputs need no grad."""
-        self._post_point(call, [None] * call.n_inputs)
+        stop = self._event("pre", call, None, {"grad_output": state.grad_output})
+        if stop is None or not stop.edited:
+            return False
+        for index, nr in slots:
+            new, template = stop.groups["grad_output"][index], state.output_templates[index]
+            if template is not None and new is not None:
+                current[nr] = self._tensor_like(new, template)
+        return True
 
     def _node_ran(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
         self._begin_pass()
         self._ran[node] = len(self._ran)
-        produced = [None if g is None else g._data for g in grad_inputs]
-        incoming = [None if g is None else g._data for g in grad_outputs]
-        if self._first_nonfinite is None and any(nonfinite_count(a) for a in produced if a is not None) \
-                and not any(nonfinite_count(a) for a in incoming if a is not None):
-            self._first_nonfinite = (node, self.tracker.owner_of(node))
+        owner = self.tracker.owner_of(node)
+        if self._first_nonfinite is None and self._any_nonfinite(grad_inputs) \
+                and not self._any_nonfinite(grad_outputs):
+            self._first_nonfinite = (node, owner)
+        # Gradients are copied to the host only where they are looked at: for node breakpoints,
+        # and along the edges that are some module's argument (for its grad_input).
+        produced: list | None = None
         replacement = None
         if self.mode != "finish" and self.breakpoints.wants("node"):
-            stop = self._event("node", self.tracker.owner_of(node), node,
-                               {"grad_output": incoming, "grad_input": produced})
-            if stop is not None:
-                replacement = stop.replacement()
-        call = self.tracker.owner_of(node)
+            produced = self._arrays(grad_inputs)
+            stop = self._event("node", owner, node, {"grad_output": self._arrays(grad_outputs),
+                                                     "grad_input": produced})
+            if stop is not None and stop.edited:
+                produced = stop.groups["grad_input"]
+                replacement = tuple(None if template is None or new is None else self._tensor_like(new, template)
+                                    for new, template in zip(produced, grad_inputs))
+        for index, ((child, nr), gradient) in enumerate(zip(node.next_functions, grad_inputs)):
+            edge = self._edges.get((child, nr)) if child is not None and gradient is not None else None
+            if edge is not None:
+                edge.add(node, produced[index] if produced is not None else self.engine.to_numpy(gradient))
+        call = owner
         while call is not None:
             state = self._states.get(call)
-            if state is not None and node in state.pending:
-                state.pending.discard(node)
-                if not state.pending and state.deferred and state.engine_post_seen and not state.post_done:
-                    self._finish_call(call)
+            if state is not None and state.pre_seen:
+                if node in state.pending:
+                    state.pending.discard(node)
+                    if not state.pending and not state.post_done:
+                        self._post_point(call, editable=True)
             call = call.parent
         return replacement
+
+    def _post_point(self, call: Call, editable: bool) -> None:
+        state = self._state(call)
+        state.post_done = True
+        arrays = [None if edge is None or edge not in self._edges else self._edges[edge].part_of(call)
+                  for edge in call.input_edges]
+        state.grad_input = arrays
+        state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
+        state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
+        groups = {"grad_output": state.grad_output or [], "grad_input": arrays}
+        # An edit needs the nodes that receive grad_input not to have run yet (always so when
+        # one thread runs backward: they are older than every node of the call).
+        editable = editable and not any(edge is not None and edge[0] in self._ran for edge in call.input_edges)
+        stop = self._event("post", call, None, groups, editable=editable)
+        if stop is None or not stop.edited:
+            return
+        for index, edge in enumerate(call.input_edges):
+            before, after = arrays[index], stop.groups["grad_input"][index]
+            if edge is None or before is None or after is None:
+                continue
+            self._edges[edge].replace(call, after)
+            self._ensure_pre_hook(edge[0])
 
     def _on_backward_end(self) -> None:
         if not self.attached:
             return
-        leftovers = [c for c, s in self._states.items() if s.deferred and s.engine_post_seen and not s.post_done]
+        leftovers = [c for c, s in self._states.items() if s.pre_seen and not s.post_done]
         for call in sorted(leftovers, key=lambda c: -c.index):
-            self._finish_call(call)
+            self._post_point(call, editable=False)
         self._pass_open = False
         self.state = "finished"
         if self.mode == "finish":
             self.interface.show(self.layer_table())
 
     # ---------------------------------------------------------------- stopping
-    def _event(self, phase: str, call: Call | None, node: Any, groups: dict) -> Stop | None:
+    def _event(self, phase: str, call: Call | None, node: Any, groups: dict, *, editable: bool = True,
+               value_kind: str | None = None, line: tuple[str, int] | None = None) -> Stop | None:
         if self.mode == "finish":
             return None
         checked = groups.get("output" if phase == "forward" else _EDITABLE.get(phase, ""), [])
         event = Event(phase=phase, module_path=None if call is None else call.path,
                       module_type=None if call is None else call.type_name,
                       node_name=None if node is None else node.name(), arrays=tuple(checked),
-                      module_call=None if call is None else call.display)
+                      module_call=None if call is None else call.display, value=value_kind is not None)
         hits = self.breakpoints.hit(event)
         depth = call.depth if call is not None else 0
         if hits:
             reason = "breakpoint " + ", ".join(f"{b.number} ({b.text})" for b in hits)
+        elif value_kind is not None:
+            return None
         elif phase != "node" and self.mode == "step":
             reason = "step"
         elif phase != "node" and self.mode == "next" and depth <= self.next_depth:
@@ -438,7 +582,8 @@ class DebugSession:
         else:
             return None
         stop = Stop(phase, call, node, reason, {k: list(v) for k, v in groups.items()},
-                    editable=_EDITABLE.get(phase))
+                    editable=_EDITABLE.get(phase) if editable else None, value_kind=value_kind, line=line,
+                    source=None if line is None else relative_source(*line))
         self._pause(stop)
         return stop
 
@@ -458,6 +603,8 @@ class DebugSession:
         stop = self.current
         if stop is None or stop.editable is None:
             where = "here" if stop is None else f"at a {stop.phase} point"
+            if stop is not None and stop.phase == "post":
+                where += " whose grad_input has already been passed on"
             raise DebugCommandError(f"no gradient to edit {where}: edits apply at pre (grad_output), post "
                                     "(grad_input) and node points")
         arrays = stop.groups[stop.editable]
@@ -523,7 +670,7 @@ class DebugSession:
         tensor, array or number for a single slot, or a tuple with one entry per slot."""
         stop, arrays = self._editable()
         value = self.evaluate(expression)
-        if isinstance(value, (tuple, list)) and not isinstance(value, Tensor):
+        if isinstance(value, (tuple, list)):
             if len(value) != len(arrays):
                 raise DebugCommandError(f"{stop.editable} has {len(arrays)} entries; the value has {len(value)}")
             entries = list(value)
@@ -538,7 +685,7 @@ class DebugSession:
                 continue
             if old is None:
                 raise DebugCommandError(f"{stop.editable}[{index}] has no gradient here; it can only stay None")
-            data = entry._data if isinstance(entry, Tensor) else entry
+            data = self.engine.to_numpy(entry) if self.engine.is_tensor(entry) else entry
             try:
                 new.append(np.asarray(data, dtype=old.dtype))
             except (TypeError, ValueError) as error:
@@ -549,14 +696,14 @@ class DebugSession:
     def namespace(self) -> dict:
         """The names ``print`` and ``set`` expressions can use."""
         stop = self.current
-        names: dict = {"model": self.model, "gs": gradscope, "np": np, "loss": self.loss}
+        names: dict = {**self.engine.debug_namespace(), "model": self.model, "np": np, "loss": self.loss}
         module = stop.call.module if stop is not None and stop.call is not None else None
         names["module"] = module
         names["node"] = stop.node if stop is not None else None
         for key in ("grad_output", "grad_input", "output"):
             arrays = stop.groups.get(key) if stop is not None else None
             names[key] = None if arrays is None else tuple(
-                None if a is None else gradscope.from_numpy(a) for a in arrays)
+                None if a is None else self.engine.from_numpy(a) for a in arrays)
         return names
 
     def evaluate(self, expression: str) -> Any:
@@ -567,7 +714,9 @@ class DebugSession:
             raise DebugCommandError(f"{type(error).__name__}: {error}") from None
 
     def _calls(self) -> list[Call]:
-        return [call for call in self.tracker.calls if call.has_grad_outputs]
+        """The calls backward visits: an output requires grad and the call made it (a module that
+        returns its argument unchanged, such as ``nn.Identity``, has no backward of its own)."""
+        return [call for call in self.tracker.calls if call.has_grad_outputs and call.output_edges]
 
     def _counts(self) -> tuple[int, int]:
         calls = self._calls()
@@ -586,12 +735,14 @@ class DebugSession:
         if stop is not None and stop.phase == "forward":
             active = self.tracker.active_calls
             done, pending = len(self.tracker.calls) - len(active), len(active)
-        loss = float(self.loss._data) if self.loss is not None and self.loss._data.size == 1 else None
+        loss_array = self.engine.to_numpy(self.loss) if self.loss is not None else None
+        loss = float(loss_array.reshape(-1)[0]) if loss_array is not None and loss_array.size == 1 else None
         notes = []
         if self._first_nonfinite is not None:
             node, owner = self._first_nonfinite
             where = f" in {owner.display}" if owner is not None else " outside the model's modules"
-            created = creation_site(node) or (owner.source if owner is not None else "unknown")
+            created = self.user_code.creation_site(self.engine, node) or (owner.source if owner is not None
+                                                                          else "unknown")
             notes.append(f"first non-finite gradient of this pass: produced by {node.name()}{where} "
                          f"(created at {created})")
         if stop is None:
@@ -612,13 +763,18 @@ class DebugSession:
             else:
                 last = self._last_ran(call)
                 node_text = None if last is None else f"{last.name()} (ran last)"
+        elif stop.value_kind is not None:
+            node_text = None if stop.node is None else f"{stop.node.name()} (made the value)"
+            source = stop.source
+            code = linecache.getline(*stop.line).strip() if stop.line is not None else ""
+            notes.append(f"this line made {stop.value_kind}" + (f": {code}" if code else ""))
         elif stop.phase == "forward" and call is not None:
             node_text = ", ".join(n.name() for n in self._real_nodes(call.output_nodes)) or None
             if node_text:
                 node_text += " (created)"
         elif stop.phase == "node":
             node_text = f"{stop.node.name()} (just ran)"
-            source = creation_site(stop.node) or source
+            source = self.user_code.creation_site(self.engine, stop.node) or source
         if stop.phase == "pre" and call is not None and call.parent is None and self._first_nonfinite is None \
                 and any(nonfinite_count(a) for a in stop.groups["grad_output"] if a is not None):
             notes.append("the gradient reaching the model is already non-finite: it comes from the loss "
@@ -629,7 +785,8 @@ class DebugSession:
             state = "start"
         else:
             state = "forward" if stop.phase == "forward" else "backward"
-        return Position(state=state, phase=None if stop.phase == "start" else stop.phase,
+        phase = None if stop.phase == "start" else ("line" if stop.value_kind is not None else stop.phase)
+        return Position(state=state, phase=phase,
                         module=None if call is None else call.display,
                         module_type=None if call is None else call.type_name, node=node_text,
                         modules_done=done, modules_pending=pending, source=source, reason=stop.reason,
@@ -663,6 +820,11 @@ class DebugSession:
         place = stop.call.display if stop.call is not None else "(outside the model's modules)"
         if stop.phase == "node":
             place = f"{stop.node.name()} in {place}"
+        if stop.value_kind is not None:
+            made = f"line {stop.line[1]}" if stop.node is None else stop.node.name()
+            kind = f" ({stop.call.type_name})" if stop.call is not None else ""
+            return f"stopped at {made} in {place}{kind} · forward: a line of forward code made {stop.value_kind} · " \
+                   f"{stop.reason}"
         kind = f" ({stop.call.type_name})" if stop.call is not None and stop.phase != "node" else ""
         return f"stopped at {place}{kind} · {stop.phase}: {what} · {stop.reason}"
 
@@ -686,7 +848,7 @@ class DebugSession:
         title = self.banner().removeprefix("stopped at ")
         return GradsView(title=title, groups=tuple(groups), notes=tuple(notes))
 
-    def _param_status(self, param: Tensor) -> str:
+    def _param_status(self, param: Any) -> str:
         """``"accumulated"`` in this pass, ``"pending"``, ``"not used"`` or ``"frozen"``."""
         if not param.requires_grad:
             return "frozen"
@@ -705,6 +867,8 @@ class DebugSession:
             state = self._state(call)
             if not call.has_grad_outputs:
                 status = "no grad"
+            elif not call.output_edges and self.state != "forward":
+                status = "passed through"
             elif stop is not None and stop.call is call:
                 status = f"current ({stop.phase})"
             elif state.post_done:
@@ -713,13 +877,13 @@ class DebugSession:
                 status = "running"
             else:
                 status = "pending"
-            accumulated = [p.grad._data for p in call.module.parameters(recurse=False)
+            accumulated = [self.engine.to_numpy(p.grad) for p in call.module.parameters(recurse=False)
                            if p.grad is not None and self._param_status(p) == "accumulated"]
             rows.append(LayerRow(module=call.display, module_type=call.type_name, status=status,
                                  grad_output_norm=state.grad_output_norm, grad_input_norm=state.grad_input_norm,
                                  param_grad_norm=total_norm(accumulated) if accumulated else None,
                                  nonfinite=state.nonfinite, edits="; ".join(state.edits)))
-        grads = [p.grad._data for p in self.model.parameters() if p.grad is not None]
+        grads = [self.engine.to_numpy(p.grad) for p in self.model.parameters() if p.grad is not None]
         notes = []
         if self.state != "finished" and self.state != "idle":
             notes.append("gradients of modules not done yet are not known; parameter norms count only "
@@ -740,11 +904,11 @@ class DebugSession:
                 ("accumulated" if grad is not None else "no grad")
             if grad is None:
                 rows.append(ParamRow(prefix + name, tuple(param.shape), status if status != "accumulated"
-                                     else "no grad", None, None, None, 0, l2_norm(param._data)))
+                                     else "no grad", None, None, None, 0, l2_norm(self.engine.to_numpy(param))))
                 continue
-            stats = tensor_stats(name, grad._data)
+            stats = tensor_stats(name, self.engine.to_numpy(grad))
             rows.append(ParamRow(prefix + name, tuple(param.shape), status, stats.norm, stats.mean,
-                                 stats.abs_max, stats.nonfinite, l2_norm(param._data)))
+                                 stats.abs_max, stats.nonfinite, l2_norm(self.engine.to_numpy(param))))
         notes = []
         if any(row.status == "pending" for row in rows):
             notes.append("'pending': this pass has not accumulated its gradient yet; .grad shows what "
@@ -764,7 +928,7 @@ class DebugSession:
             current = {stop.node}
         tracked = self.state in ("backward", "finished") or self._ran
         return build_graph(roots, owner_of=self._owner_display, parameter_names=self.parameter_names,
-                           ran=self._ran if tracked else None, current=current)
+                           ran=self._ran if tracked else None, current=current, engine=self.engine)
 
     def _owner_display(self, node: Any) -> str | None:
         call = self.tracker.owner_of(node)
@@ -780,32 +944,35 @@ class DebugSession:
         return ["model"] + [path for path in self.tracker.paths.values() if path]
 
 
-def run_debug_step(model: Module, compute_loss: Callable[[], Tensor], interface: Interface, *,
+def run_debug_step(model: Any, compute_loss: Callable[[], Any], interface: Interface, *,
                    conditions: tuple | list = (), stop_at_start: bool | None = None, step: int | None = None,
-                   backward: Callable[[Tensor], None] | None = None,
-                   locate: Callable[[str], str | None] | None = None) -> str:
-    """Debug one forward + backward of ``model``.
+                   backward: Callable[[Any], None] | None = None,
+                   locate: Callable[[str], str | None] | None = None, engine: Engine | None = None) -> str:
+    """Debug one forward + backward of ``model`` (a gradscope or PyTorch module).
 
     Attaches a session, runs ``compute_loss()`` (the forward pass; node creation sites are
-    recorded), stops before backward when there are no breakpoint conditions (or
+    recorded, and with ``forward nan``/``inf`` breakpoints the lines of the forward code are
+    traced), stops before backward when there are no breakpoint conditions (or
     ``stop_at_start``), runs backward through the breakpoints, then hands the finished state to
     ``interface.interact`` for a last look. ``backward(loss)`` runs the backward pass (default
-    ``loss.backward()``); ``locate`` is passed to the session. Every hook is removed at the end,
-    whatever happens.
-    On ``quit``, on an error and on Ctrl-C the parameters' values and gradients and the buffers
-    are restored to what they were before the call.
+    ``loss.backward()``); ``locate`` is passed to the session. Source lines point at code that
+    runs below this call, never at its callers. Every hook is removed at the end, whatever
+    happens. On ``quit``, on an error and on Ctrl-C the parameters' values and gradients and the
+    buffers are restored to what they were before the call.
 
     Returns:
         ``"finished"`` when backward ran to the end, ``"quit"`` when the user quit.
     """
+    engine = engine or _engine(model)
     session = DebugSession(model, interface, conditions=conditions,
                            stop_at_start=not conditions if stop_at_start is None else stop_at_start,
-                           snapshot_each_pass=False, step=step, locate=locate)
-    session.snapshot = Snapshot.take(model, values=True)
+                           snapshot_each_pass=False, step=step, locate=locate, engine=engine,
+                           user_code=UserCode.below(sys._getframe(1)))
+    session.snapshot = Snapshot.take(model, values=True, engine=engine)
     completed = False
     try:
         session.attach()
-        with detect_anomaly(check_nan=False):
+        with engine.record_creation_traces(), session.forward_watch():
             loss = compute_loss()
         session.begin_backward(loss)
         if backward is None:

@@ -22,6 +22,23 @@ KEYWORDS = ("nan", "inf", "nonfinite", "module", "type", "node", "norm", "grad_o
 _REPEATABLE = {"step", "s", "next", "n"}
 
 
+def word_completions(matches: list[str]) -> list[str]:
+    """Completions that end a word with a space (readline, as Python sets it up, adds none, so
+    ``bre<TAB>nan`` would read ``breaknan``). When the longest common beginning of the matches
+    is a match itself (``break`` of ``break``/``breakpoints``), it is the only completion: the
+    longer words are one more letter away (``breakp<TAB>``)."""
+    matches = sorted(set(matches))
+    if not matches:
+        return []
+    common = matches[0]
+    for match in matches[1:]:
+        while not match.startswith(common):
+            common = common[:-1]
+    if common in matches:
+        return [common + " "]
+    return [match + " " for match in matches]
+
+
 class Presenter(Protocol):
     """Where the shell's output goes (plain text, or rich in the CLI)."""
 
@@ -302,6 +319,10 @@ class DebuggerShell(cmd.Cmd):
         self.presenter.info(f"{stop.editable} edited ({stop.edits[-1]}); continuing uses the new value")
 
     # ---------------------------------------------------------------- completion
+    def completenames(self, text: str, *ignored: Any) -> list[str]:
+        """Command names, completed as words (see :func:`word_completions`)."""
+        return word_completions(super().completenames(text, *ignored))
+
     def complete_break(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
         words = line[:begidx].split()
         previous = words[-1] if len(words) > 1 else ""
@@ -313,7 +334,7 @@ class DebuggerShell(cmd.Cmd):
             candidates = sorted({node.name for node in self.session.graph().nodes})
         else:
             candidates = list(KEYWORDS)
-        return [c for c in candidates if c.startswith(text)]
+        return word_completions([c for c in candidates if c.startswith(text)])
 
     def complete_print(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
         return [name for name in self.session.namespace() if name.startswith(text)]

@@ -55,7 +55,7 @@ def format_position(p: Position) -> str:
     if p.phase is None:
         head = {"start": "before backward", "finished": "after backward"}.get(p.state, p.state)
     else:
-        point = "output of" if p.phase == "forward" else f"{p.phase} point of"
+        point = {"forward": "output of", "line": "a line inside"}.get(p.phase, f"{p.phase} point of")
         head = f"{p.state}, {point} {p.module or '(no module)'}" + (f" ({p.module_type})" if p.module_type else "")
     lines = [head]
     fields = [("node", p.node), ("modules", f"{p.modules_done} done, {p.modules_pending} pending"),

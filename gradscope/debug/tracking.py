@@ -14,11 +14,11 @@ import sys
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Callable
 
-from gradscope.autograd.tensor import Tensor
 from gradscope.engines import Engine, engine_of
-from gradscope.nn.modules.module import Module
+from gradscope.monitor.diagnose import relative_source
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 _LIBRARY_DIRS = tuple({str(Path(p).resolve()) for key, p in sysconfig.get_paths().items()
@@ -40,21 +40,28 @@ class Call:
         n_inputs: number of positional arguments (the length of ``grad_input``).
         has_grad_inputs: whether a positional tensor argument requires grad.
         has_grad_outputs: whether an output requires grad (backward will visit the call).
-        output_nodes: the grad_fns of the outputs (before backward-hook wrapping).
-        input_nodes: the grad_fns of the tensor arguments (where the call's walk stops).
+        input_edges: per positional argument, the ``(node, output_nr)`` its gradient flows to,
+            taken when the call started (before an in-place forward changed the argument), or
+            None for an argument that needs no gradient.
+        output_edges: the ``(node, output_nr)`` of each output that requires grad and was made by
+            the call (an argument returned unchanged is not).
+        output_nodes: the nodes of ``output_edges``, without repeats.
+        input_nodes: the nodes of every tensor argument's edge (where the call's walk stops).
         nodes: every node created during the call (nested calls included).
         own_nodes: the nodes this call owns (not claimed by a nested call).
     """
 
     index: int
     path: str
-    module: Module
+    module: Any
     occurrence: int
     parent: "Call | None"
     source: str
     n_inputs: int = 0
     has_grad_inputs: bool = False
     has_grad_outputs: bool = False
+    input_edges: list = field(default_factory=list)
+    output_edges: list = field(default_factory=list)
     output_nodes: list = field(default_factory=list)
     input_nodes: list = field(default_factory=list)
     nodes: set = field(default_factory=set)
@@ -80,53 +87,67 @@ class Call:
         return f"{name}[{self.occurrence}]" if self.occurrence else name
 
 
-def flatten_tensors(value: Any) -> list:
-    """The tensors inside a module output or argument list (tuples, lists and dict values)."""
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in flatten_tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in flatten_tensors(item)]
-    return []
+class UserCode:
+    """Which stack frames are the user's code: files outside gradscope, the standard library and
+    installed packages, minus the frames that were already on the stack when debugging started
+    (the script or test that called the debugger, the installed ``gradscope`` entry point)."""
 
+    def __init__(self, outside: frozenset = frozenset()) -> None:
+        self.outside = outside
 
-def call_site() -> str | None:
-    """``file:line`` of the innermost user frame on the stack (outside gradscope, the standard
-    library and installed packages), or None when there is none."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if _is_user_file(frame.f_code.co_filename):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
+    @classmethod
+    def below(cls, frame: FrameType | None) -> "UserCode":
+        """User code is what runs below ``frame``: ``frame`` and its callers are excluded."""
+        outside = set()
+        while frame is not None:
+            outside.add((frame.f_code.co_filename, frame.f_lineno))
+            frame = frame.f_back
+        return cls(frozenset(outside))
 
+    def is_user_file(self, filename: str) -> bool:
+        """Whether code in ``filename`` can be the user's (not gradscope, a library or ``<string>``)."""
+        return not filename.startswith(_PACKAGE_DIR) and not filename.startswith("<") \
+            and not filename.startswith(_LIBRARY_DIRS)
 
-def _is_user_file(filename: str) -> bool:
-    return not filename.startswith(_PACKAGE_DIR) and not filename.startswith("<") \
-        and not filename.startswith(_LIBRARY_DIRS)
+    def is_user_frame(self, filename: str, line: int) -> bool:
+        return self.is_user_file(filename) and (filename, line) not in self.outside
 
-
-def creation_site(node: Any) -> str | None:
-    """``"file:line in function"`` of the user code that created ``node``, from the stack
-    anomaly mode recorded (``node._trace``); None when not recorded or all inside gradscope."""
-    frames = [frame for frame in getattr(node, "_trace", None) or () if _is_user_file(frame.filename)]
-    if not frames:
+    def user_frame(self) -> tuple[str, int] | None:
+        """``(file, line)`` of the innermost user frame on the stack, or None when there is none."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            if self.is_user_frame(frame.f_code.co_filename, frame.f_lineno):
+                return frame.f_code.co_filename, frame.f_lineno
+            frame = frame.f_back
         return None
-    return f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}"
+
+    def call_site(self) -> str | None:
+        """``file:line`` of the innermost user frame on the stack (relative to the current
+        directory when below it), or None when there is none."""
+        found = self.user_frame()
+        return None if found is None else relative_source(*found)
+
+    def creation_site(self, engine: Engine, node: Any) -> str | None:
+        """``"file:line in function"`` of the user code that created ``node``, from the stack
+        recorded while creation traces were on; None when not recorded or all inside gradscope."""
+        frames = [frame for frame in engine.node_creation_frames(node) if self.is_user_frame(frame[0], frame[1])]
+        if not frames:
+            return None
+        filename, line, function = frames[-1]
+        return f"{relative_source(filename, line)} in {function}" if function else relative_source(filename, line)
 
 
-def forward_definition(module: Module) -> str | None:
-    """``file:line`` of the module's ``forward`` when the user wrote it (not a gradscope layer)."""
+def forward_definition(module: Any) -> str | None:
+    """``file:line`` of the module's ``forward`` when the user wrote it (not a library layer)."""
     forward = type(module).forward
     try:
         filename = inspect.getsourcefile(forward)
         line = inspect.getsourcelines(forward)[1]
     except (OSError, TypeError):
         return None
-    if filename is None or filename.startswith(_PACKAGE_DIR):
+    if filename is None or not UserCode().is_user_file(filename):
         return None
-    return f"{filename}:{line} (forward)"
+    return f"{relative_source(filename, line)} (forward)"
 
 
 class ForwardTracker:
@@ -138,15 +159,23 @@ class ForwardTracker:
         on_pass_start: ``fn() -> bool`` called before a top-level call starts; when it returns
             True the calls recorded so far are forgotten.
         locate: ``fn(module_path) -> "file:line" | None``, where the module is defined; used
-            for the source of a call made from gradscope's own code (``nn.Sequential``).
+            for the source of a call made from library code (``nn.Sequential``).
+        engine: the model's engine adapter (default: found from the model).
+        user_code: which frames are the user's (default: every file outside gradscope and the
+            installed libraries).
+        on_call_start: ``fn(call, args)`` called when a call starts.
     """
 
-    def __init__(self, model: Module, on_call_end: Callable[[Call, Any], None] | None = None,
+    def __init__(self, model: Any, on_call_end: Callable[[Call, Any], None] | None = None,
                  on_pass_start: Callable[[], bool] | None = None,
-                 locate: Callable[[str], str | None] | None = None, engine: Engine | None = None) -> None:
+                 locate: Callable[[str], str | None] | None = None, engine: Engine | None = None,
+                 user_code: UserCode | None = None,
+                 on_call_start: Callable[[Call, tuple], None] | None = None) -> None:
         self.model = model
         self.engine = engine or engine_of(model)
         self.locate = locate
+        self.user_code = user_code or UserCode()
+        self.on_call_start = on_call_start
         self.on_call_end = on_call_end
         self.on_pass_start = on_pass_start
         self.paths: dict[int, str] = {}
@@ -156,6 +185,7 @@ class ForwardTracker:
         self.owner: dict = {}
         self.suspended = False
         self._stack: list[Call] = []
+        self._boundaries: dict = {}
         self._handles: list = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -176,6 +206,7 @@ class ForwardTracker:
         self.calls = []
         self.owner = {}
         self._stack = []
+        self._boundaries = {}
 
     @property
     def active_calls(self) -> list[Call]:
@@ -186,11 +217,11 @@ class ForwardTracker:
     def owner_of(self, node: Any) -> Call | None:
         return self.owner.get(node)
 
-    def calls_of(self, module: Module) -> list[Call]:
+    def calls_of(self, module: Any) -> list[Call]:
         return [call for call in self.calls if call.module is module]
 
     # ---------------------------------------------------------------- hooks
-    def _forward_pre(self, module: Module, args: tuple) -> None:
+    def _forward_pre(self, module: Any, args: tuple) -> None:
         path = self.paths.get(id(module))
         if path is None or self.suspended:
             return None
@@ -199,12 +230,20 @@ class ForwardTracker:
         occurrence = sum(1 for call in self.calls if call.module is module)
         call = Call(index=len(self.calls), path=path, module=module, occurrence=occurrence,
                     parent=self._stack[-1] if self._stack else None, source=self._source(path, module))
+        edge = self.engine.gradient_edge
+        call.n_inputs = len(args)
+        call.input_edges = [edge(arg) if self.engine.is_tensor(arg) else None for arg in args]
+        call.has_grad_inputs = any(e is not None for e in call.input_edges)
+        # Keyword tensors are not part of grad_input, but the walk stops at them too.
+        self._boundaries[call] = {e[0] for t in self.engine.tensors_in(args) for e in [edge(t)] if e is not None}
         self.calls.append(call)
         self._stack.append(call)
+        if self.on_call_start is not None:
+            self.on_call_start(call, args)
         return None
 
-    def _source(self, path: str, module: Module) -> str:
-        site = call_site()
+    def _source(self, path: str, module: Any) -> str:
+        site = self.user_code.call_site()
         if site is not None:
             return site
         defined = self.locate(path) if self.locate is not None else None
@@ -213,23 +252,23 @@ class ForwardTracker:
         caller = f"{self._stack[-1].type_name}.forward" if self._stack else "gradscope"
         return forward_definition(module) or f"unknown (called by {caller}, no line of your code on the stack)"
 
-    def _forward_post(self, module: Module, args: tuple, kwargs: dict, output: Any) -> None:
+    def _forward_post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         if not self._stack or self._stack[-1].module is not module or self.suspended:
             return None
         call = self._stack.pop()
-        tensors_in = self.engine.tensors_in
-        inputs = tensors_in(args) + tensors_in(kwargs)
-        call.n_inputs = len(args)
-        call.has_grad_inputs = any(t.requires_grad for t in tensors_in(args))
-        boundary = {t.grad_fn for t in inputs if t.grad_fn is not None}
-        call.input_nodes = [t.grad_fn for t in inputs if t.grad_fn is not None]
-        outputs = tensors_in(output)
-        call.output_nodes = []
+        boundary = self._boundaries.pop(call, set())
+        boundary.update(e[0] for t in self.engine.tensors_in(kwargs)
+                        for e in [self.engine.gradient_edge(t)] if e is not None)
+        call.input_nodes = list(dict.fromkeys(boundary))
+        outputs = self.engine.tensors_in(output)
         call.has_grad_outputs = any(t.requires_grad for t in outputs)
         for tensor in outputs:
-            node = tensor.grad_fn
-            if node is not None and node not in boundary and node not in call.output_nodes:
-                call.output_nodes.append(node)
+            edge = self.engine.gradient_edge(tensor)
+            if edge is None or edge[0] in boundary or edge in call.output_edges:
+                continue
+            call.output_edges.append(edge)
+            if edge[0] not in call.output_nodes:
+                call.output_nodes.append(edge[0])
         self._walk(call, boundary)
         if self.on_call_end is not None:
             self.on_call_end(call, output)

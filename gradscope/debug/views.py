@@ -12,7 +12,8 @@ class Position:
     Attributes:
         state: ``"forward"``, ``"start"`` (forward done, backward not started), ``"backward"``
             or ``"finished"``.
-        phase: ``"forward"``, ``"pre"``, ``"post"``, ``"node"`` or None (start / finished).
+        phase: ``"forward"``, ``"line"`` (a line of forward code made a NaN/Inf), ``"pre"``,
+            ``"post"``, ``"node"`` or None (start / finished).
         module: display path of the module ("model" for the root), or None.
         module_type: its class name.
         node: the autograd node at this point, with what it is (``"AddBackward0 (next to run)"``).

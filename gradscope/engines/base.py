@@ -19,6 +19,23 @@ HOOK_NODE = "BackwardHookFunctionBackward"
 ACCUMULATE_NODE = "torch::autograd::AccumulateGrad"
 
 
+class OpTrace:
+    """What :meth:`Engine.trace_nonfinite_ops` found.
+
+    Attributes:
+        op: the first operation whose output held NaN/Inf (``"aten.log.default"``), or None.
+        kind: ``"nan"`` or ``"inf"``.
+        node: the autograd node of that output (``"LogBackward0"``), when it has one.
+        frames: ``[(file, line), ...]`` of the Python stack that called it, outermost first.
+    """
+
+    def __init__(self) -> None:
+        self.op: str | None = None
+        self.kind: str | None = None
+        self.node: str | None = None
+        self.frames: list[tuple[str, int]] = []
+
+
 class Engine:
     """What the monitor layer needs from an autograd engine.
 
@@ -76,6 +93,12 @@ class Engine:
         """Anomaly mode without its checks: every node created inside remembers the user's stack
         (read it with :meth:`node_trace`)."""
         raise NotImplementedError
+
+    def trace_nonfinite_ops(self) -> contextlib.AbstractContextManager:
+        """A context that watches every operation's output and yields an :class:`OpTrace` naming
+        the first operation whose output holds NaN/Inf, or yields None when the engine cannot
+        (gradscope's engine: the model file's lines are traced instead)."""
+        return contextlib.nullcontext()
 
     # ------------------------------------------------------------------ graph nodes
     def node_trace(self, node: Any) -> list[tuple[str, int]]:
@@ -214,6 +237,36 @@ class Engine:
         """The module a compiled wrapper wraps (``module`` itself when it is not one)."""
         return module
 
+    # ------------------------------------------------------------------ debugger (gradscope.debug)
+    def gradient_edge(self, tensor: Any) -> tuple[Any, int] | None:
+        """``(node, output_nr)`` that receives ``tensor``'s gradient in backward: its ``grad_fn``
+        and output slot, or a leaf's gradient accumulator; None when it does not require grad."""
+        raise NotImplementedError
+
+    def queue_backward_callback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` once the backward pass now running has finished."""
+        raise NotImplementedError
+
+    def node_creation_frames(self, node: Any) -> list[tuple[str, int, str]]:
+        """``[(file, line, function), ...]``, outermost first, of the code that created ``node``
+        (empty unless it was created inside :meth:`record_creation_traces`)."""
+        return [(file, line, "") for file, line in self.node_trace(node)]
+
+    def debug_namespace(self) -> dict[str, Any]:
+        """The engine's names for expressions typed at the debugger's prompt (``gs`` or ``torch``)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ distributed (``gradscope run`` under torchrun)
+    def process_group(self) -> Any:
+        """The per-step collectives on the script's initialised default process group
+        (:class:`gradscope.engines.torch_distributed.DistributedTensors`), or None."""
+        return None
+
+    def local_module(self, module: Any) -> Any:
+        """The module to call when re-running ``module`` on this process alone (a data-parallel
+        wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""
+        return module
+
 
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the
@@ -244,8 +297,9 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     small = [index for index, array in enumerate(arrays)
              if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == np.float32]
     if len(small) > 1:
-        offsets = np.cumsum([0] + [arrays[index].size for index in small[:-1]])
-        flat = np.concatenate([arrays[index].reshape(-1) for index in small])
+        chosen = [arrays[index] for index in small]
+        offsets = np.cumsum([0] + [array.size for array in chosen[:-1]])
+        flat = np.concatenate(chosen, axis=None)
         np.multiply(flat, flat, out=flat)
         for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):
             result[index] = value if math.isfinite(value) else None

@@ -117,3 +117,22 @@ class NativeEngine(Engine):
         from gradscope.autograd.engine import current_task
 
         return current_task() is not None
+
+    # ------------------------------------------------------------------ debugger (gradscope.debug)
+    def gradient_edge(self, tensor: Any) -> tuple[Any, int] | None:
+        if tensor.grad_fn is not None:
+            return tensor.grad_fn, tensor._output_nr
+        return (tensor._accumulator(), 0) if tensor.requires_grad else None
+
+    def queue_backward_callback(self, callback: Callable[[], None]) -> None:
+        from gradscope.autograd.engine import queue_callback
+
+        queue_callback(callback)
+
+    def node_creation_frames(self, node: Any) -> list[tuple[str, int, str]]:
+        return [(frame.filename, frame.lineno, frame.name) for frame in getattr(node, "_trace", None) or ()]
+
+    def debug_namespace(self) -> dict[str, Any]:
+        import gradscope
+
+        return {"gs": gradscope}

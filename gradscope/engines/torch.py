@@ -10,15 +10,56 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import traceback
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from gradscope.engines.base import Engine
+from gradscope.engines.base import Engine, OpTrace
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+# Operations whose output is uninitialised memory: a NaN there means nothing.
+_UNINITIALISED = ("aten.empty", "aten.new_empty", "aten.empty_strided", "aten.empty_like", "aten.resize_")
+
+
+class _NonFiniteOps(TorchDispatchMode):
+    """Checks the output of every operation below autograd; remembers the first non-finite one."""
+
+    def __init__(self, trace: OpTrace) -> None:
+        super().__init__()
+        self.trace = trace
+        self._tensor: Any = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if self._tensor is not None:  # the previous operation is now recorded by autograd
+            self._read_node()
+        out = func(*args, **(kwargs or {}))
+        if self.trace.op is None and not str(func).startswith(_UNINITIALISED):
+            for tensor in tree_leaves(out):
+                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.numel() \
+                        and not bool(torch.isfinite(tensor).all()):
+                    self.trace.op = str(func)
+                    self.trace.kind = "nan" if bool(torch.isnan(tensor).any()) else "inf"
+                    self.trace.frames = [(frame.filename, frame.lineno) for frame in traceback.extract_stack()[:-1]]
+                    self._tensor = tensor
+                    break
+        return out
+
+    def _read_node(self) -> None:
+        node = self._tensor.grad_fn
+        self.trace.node = node.name() if node is not None else None
+        self._tensor = None
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        if self._tensor is not None:
+            self._read_node()
+        return super().__exit__(*exc_info)
 
 
 def _norms(tensors: list) -> list:
@@ -38,11 +79,22 @@ def _norms(tensors: list) -> list:
     return result
 
 
+def _local(tensor: Any) -> Any:
+    """The rank's own shard of a distributed tensor (norms of it start no collective); else ``tensor``."""
+    if type(tensor) is torch.Tensor or isinstance(tensor, torch.nn.Parameter):
+        return tensor
+    from gradscope.engines.torch_distributed import DistributedTensors
+
+    return DistributedTensors.local(tensor)
+
+
 class TorchEngine(Engine):
     """The adapter for PyTorch."""
 
     name = "torch"
     display = "PyTorch"
+    _group: Any = None
+    _group_key: Any = None
 
     def is_module(self, value: Any) -> bool:
         return isinstance(value, torch.nn.Module)
@@ -74,6 +126,12 @@ class TorchEngine(Engine):
     def record_creation_traces(self) -> contextlib.AbstractContextManager:
         return torch.autograd.set_detect_anomaly(True, check_nan=False)
 
+    @contextlib.contextmanager
+    def trace_nonfinite_ops(self) -> Any:
+        trace = OpTrace()
+        with _NonFiniteOps(trace):
+            yield trace
+
     def node_trace(self, node: Any) -> list[tuple[str, int]]:
         lines = getattr(node, "metadata", {}).get("traceback_") or ()
         frames = []
@@ -102,7 +160,7 @@ class TorchEngine(Engine):
         return self._squares(loss, tensors)
 
     def _squares(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
-        present = [t.detach() for t in tensors if t is not None]
+        present = [_local(t).detach() for t in tensors if t is not None]
         values: list[Any] = [loss.detach().reshape(())] if loss is not None else []
         if present:
             values.extend(_norms(present))
@@ -121,7 +179,7 @@ class TorchEngine(Engine):
                 continue
             square = next(squares)
             if not math.isfinite(square):
-                square = float(torch.linalg.vector_norm(tensor.detach(), dtype=torch.float64).item()) ** 2
+                square = float(torch.linalg.vector_norm(_local(tensor).detach(), dtype=torch.float64).item()) ** 2
             result.append(square)
         return loss_value, result
 
@@ -192,4 +250,49 @@ class TorchEngine(Engine):
         return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
 
     def uncompiled(self, module: Any) -> Any:
+        from gradscope.engines.torch_distributed import local_module
+
+        module = local_module(module)  # a DDP wrapper is named as the model it holds
         return module._orig_mod if self.is_compiled_module(module) else module
+
+    # ------------------------------------------------------------------ debugger (gradscope.debug)
+    _FRAME_IN = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+
+    def gradient_edge(self, tensor: Any) -> tuple[Any, int] | None:
+        if not tensor.requires_grad:
+            return None
+        edge = torch.autograd.graph.get_gradient_edge(tensor)
+        return edge.node, edge.output_nr
+
+    def queue_backward_callback(self, callback: Callable[[], None]) -> None:
+        torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+    def node_creation_frames(self, node: Any) -> list[tuple[str, int, str]]:
+        frames = []
+        for text in getattr(node, "metadata", {}).get("traceback_") or ():
+            match = self._FRAME_IN.search(text)
+            if match is not None:
+                frames.append((match["file"], int(match["line"]), match["function"]))
+        return frames
+
+    def debug_namespace(self) -> dict[str, Any]:
+        return {"torch": torch}
+
+    # ------------------------------------------------------------------ distributed
+    def process_group(self) -> Any:
+        from gradscope.engines.torch_distributed import DistributedTensors, group_ready
+
+        if not group_ready():
+            self._group = None
+            return None
+        import torch.distributed as dist
+
+        world = dist.group.WORLD
+        if self._group is None or self._group_key is not world:
+            self._group, self._group_key = DistributedTensors(), world
+        return self._group
+
+    def local_module(self, module: Any) -> Any:
+        from gradscope.engines.torch_distributed import local_module
+
+        return local_module(module)

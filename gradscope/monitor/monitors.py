@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
-from gradscope.engines import Engine, engine_of
+from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
 
@@ -110,7 +110,7 @@ class ModuleGradientHooks(_HookOwner):
 
     def _attach(self) -> None:
         self._handles.append(self.engine.register_module_forward_pre_hook(self._forward_pre))
-        self._handles.append(self.engine.register_module_forward_hook(self._forward_post))
+        self._handles.append(self.engine.register_module_forward_hook(self._forward_post, with_kwargs=True))
 
     # ---- subclass interface
     def _call_started(self, call: ModuleCall) -> None:
@@ -140,10 +140,17 @@ class ModuleGradientHooks(_HookOwner):
         self._stack.append(call)
         self._call_started(call)
 
-    def _forward_post(self, module: Any, args: tuple, output: Any) -> None:
+    def _forward_post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         call = self._pop(module)
         if call is None:
             return
+        for tensor in self.engine.tensors_in(kwargs) if kwargs else ():
+            # keyword arguments are not given to global forward pre-hooks: their edges are taken here
+            if tensor.requires_grad:
+                if tensor.grad_fn is None:
+                    call.leaves.add(id(tensor))
+                else:
+                    call.edges.add((tensor.grad_fn, tensor.output_nr))
         outputs = [t for t in self.engine.tensors_in(output) if t.requires_grad]
         boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
         # An output made by a node that also sends gradient to the inputs (a leaf module's
@@ -277,9 +284,14 @@ class ForwardNonFiniteTracer(_HookOwner):
     are traced as well (``sys.settrace``, only during this expensive re-run), so the exact line
     whose result first holds a non-finite tensor is known.
 
+    Where the engine can (PyTorch), every operation's output is checked as well
+    (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
+    NaN/Inf, its autograd node and the stack that called it, also outside the model file.
+
     Attributes:
         module: dotted path of the originating module, or None.
         node: the autograd node of the first non-finite tensor (``"LogBackward0"``), if any.
+        ops: the first non-finite operation (an ``OpTrace``), or None when the engine cannot tell.
         kind: ``"nan"`` or ``"inf"``.
         source: ``(file, line)`` of the first line that produced a non-finite tensor, or None.
         propagated: modules that received a non-finite input.
@@ -297,12 +309,16 @@ class ForwardNonFiniteTracer(_HookOwner):
         self.source_kind: str | None = None
         self.parameter_nonfinite = False
         self.propagated: list[str] = []
+        self.ops: OpTrace | None = None
+        self._ops_context: Any = None
         self._checked: dict[int, tuple[Any, str | None]] = {}
         self._last_line: dict[int, int] = {}
         self._previous_trace: Callable | None = None
 
     def _attach(self) -> None:
         self._handles.append(self.engine.register_module_forward_hook(self._on_forward))
+        self._ops_context = self.engine.trace_nonfinite_ops()
+        self.ops = self._ops_context.__enter__()
         if self._source_file is not None:
             self._previous_trace = sys.gettrace()
             sys.settrace(self._trace_call)
@@ -310,6 +326,9 @@ class ForwardNonFiniteTracer(_HookOwner):
     def close(self) -> None:
         if self._source_file is not None and sys.gettrace() == self._trace_call:
             sys.settrace(self._previous_trace)
+        if self._ops_context is not None:
+            context, self._ops_context = self._ops_context, None
+            context.__exit__(None, None, None)
         super().close()
 
     def _kind(self, tensor: Any) -> str | None:

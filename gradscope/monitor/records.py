@@ -126,6 +126,7 @@ class StepRecord:
         skipped: the backward pass was not followed by an optimizer step (``run`` only: e.g. a
             gradient scaler skipped it). ``run`` records ``loss`` None when ``backward()`` was
             called on a tensor with more than one element.
+        ranks: per-rank figures of a distributed ``run`` (empty in one process).
     """
 
     step: int
@@ -137,6 +138,23 @@ class StepRecord:
     clipped_total_grad_norm: float | None = None
     clipped_parameter_norms: tuple[tuple[str, float | None], ...] = ()
     skipped: bool = False
+    ranks: tuple["RankFigures", ...] = ()
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """One rank's own figures of a distributed ``run`` step, beside the global ones.
+
+    Attributes:
+        rank: the rank.
+        loss: the loss that rank computed (None when its backward was not called on a scalar).
+        total_grad_norm: 2-norm of the gradients the rank holds (its shards under FSDP; under
+            DDP the averaged gradients, equal to the global norm).
+    """
+
+    rank: int
+    loss: float | None
+    total_grad_norm: float
 
 
 @dataclass(frozen=True)
@@ -153,6 +171,7 @@ class NonFiniteOrigin:
         kind: ``"nan"`` or ``"inf"``.
         propagated: modules that only passed the value on, in the order it reached them.
         detail: one sentence that explains the finding.
+        rank: the rank where it started (distributed ``run``; None in one process).
     """
 
     step: int
@@ -163,6 +182,7 @@ class NonFiniteOrigin:
     kind: str
     propagated: tuple[str, ...] = ()
     detail: str = ""
+    rank: int | None = None
 
 
 @dataclass(frozen=True)

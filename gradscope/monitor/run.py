@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
+from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.stats import module_of
 
@@ -104,6 +105,7 @@ class _BackwardStats:
     squares: list[float | None]
     output_squares: list[float | None]
     scaled: bool = False
+    ranks: tuple[tuple[float | None, float], ...] = ()  # distributed: (loss, gradient square) per rank
 
 
 class RunMonitor:
@@ -113,6 +115,7 @@ class RunMonitor:
         options: what to watch.
         on_step: ``on_step(record)`` for each finished step (e.g. write a log line).
         main_globals: the script's globals, used to name several models by their variables.
+        reducer: combines each step over the ranks of a distributed job (default: one process).
 
     Example::
 
@@ -128,8 +131,9 @@ class RunMonitor:
     """
 
     def __init__(self, options: RunOptions, on_step: Callable[[StepRecord], None] | None = None,
-                 main_globals: Callable[[], dict] | None = None) -> None:
+                 main_globals: Callable[[], dict] | None = None, reducer: StepReducer | None = None) -> None:
         self.options = options
+        self.reducer = reducer or StepReducer()
         self.on_step = on_step
         self.main_globals = main_globals
         self.history: list[StepRecord] = []
@@ -380,11 +384,12 @@ class RunMonitor:
                                     for value in squares[:len(grads)]]
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss)
+        stats = self.reducer.combine(engine, self._parameters, stats)
         if not (self._in_step and self._closure_step and self._pending):
             self._pending.append(stats)
         else:
             self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
-                                               stats.scaled)
+                                               stats.scaled, stats.ranks)
         self._last = stats
         if not _all_finite(stats):
             self.saw_nonfinite = True
@@ -393,14 +398,12 @@ class RunMonitor:
         self.root_calls.clear()
 
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
-        from gradscope.monitor.run_localize import localize
-
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
         # tensor: NaN if it holds a NaN, Inf if it holds only infinities.
         kinds = {_value_kind(value) for value in _verdict_values(stats)}
         if not ((self.options.nan and "nan" in kinds) or (self.options.inf and "inf" in kinds)):
             return
-        self.origin = localize(self, engine, loss, stats, step=len(self.history))
+        self.origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
         self._emit(nonfinite=_where(stats))
         raise StopRun()
 
@@ -421,7 +424,8 @@ class RunMonitor:
             engine.clip_grad_value_(params, self.options.clip)
         else:
             engine.clip_grad_norm_(params, self.options.clip)
-        squares = engine.squared_norms([p.grad for _, p in self._parameters])
+        squares = self.reducer.combine_squares(engine, self._parameters,
+                                               engine.squared_norms([p.grad for _, p in self._parameters]))
         self._clipped = (_sqrt(_total(squares)), squares)
 
     def _on_step_post(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
@@ -456,7 +460,8 @@ class RunMonitor:
             layer_norms=tuple((name, _sqrt(square)) for name, square in layer_squares.items()),
             nonfinite=nonfinite or _where(last),
             parameter_norms=tuple((name, _sqrt(square)) for name, square in zip(names, last.squares)),
-            clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped)
+            clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped,
+            ranks=rank_figures(pending))
         self.history.append(record)
         if self.on_step is not None:
             self.on_step(record)

@@ -385,7 +385,7 @@ def _call_again(engine: Engine, call: "RootCall", track_inputs: bool = False) ->
     if track_inputs:
         args = tuple(_tracked(engine, value) for value in args)
         kwargs = {key: _tracked(engine, value) for key, value in kwargs.items()}
-    return call.module(*args, **kwargs)
+    return engine.local_module(call.module)(*args, **kwargs)
 
 
 def _tracked(engine: Engine, value: Any) -> Any:

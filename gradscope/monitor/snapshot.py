@@ -179,8 +179,15 @@ def _array(engine: Engine, value: Any) -> np.ndarray:
     return value if isinstance(value, np.ndarray) else np.array(engine.to_numpy(value))
 
 
+_SCALARS = (int, float, bool, str, type(None))
+
+
 def _clone(engine: Engine, value: Any) -> Any:
     """``value`` with every tensor replaced by a detached copy (``requires_grad`` kept)."""
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, list) and all(type(item) in _SCALARS for item in value):
+        return list(value)
     if engine.is_tensor(value):
         copy = engine.clone(value)
         return copy.requires_grad_() if value.requires_grad else copy

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -242,7 +243,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         loss = workload.loss(_tracking_inputs(batch))
     loss_value = float(loss.item())
     if forward.module_found or not math.isfinite(loss_value):
-        origin = _forward_origin(forward, step, loss_value)
+        origin = _forward_origin(workload, forward, step, loss_value)
         snapshot.restore(model, optimizer)
         return origin
 
@@ -298,11 +299,15 @@ def replay(workload: Workload, bundle: str | Path) -> WatchReport:
                        first_nonfinite=origin, history=(record,), bundle=str(bundle))
 
 
-def _forward_origin(tracer: ForwardNonFiniteTracer, step: int, loss_value: float) -> NonFiniteOrigin:
-    source = _relative_source(tracer.source) if tracer.source is not None else None
+def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: int,
+                    loss_value: float) -> NonFiniteOrigin:
+    ops = tracer.ops if tracer.ops is not None and tracer.ops.op is not None else None
+    source = _source_from_trace(workload, ops.frames) if ops is not None else None
+    if source is None and tracer.source is not None:
+        source = _relative_source(tracer.source)
     if tracer.module_found:
         kind = tracer.kind or "nan"
-        node = tracer.node or tracer.source_node
+        node = (ops.node if ops is not None else None) or tracer.node or tracer.source_node
         detail = f"{_module_words(tracer.module)} turned finite inputs into {kind}"
         if tracer.parameter_nonfinite:
             detail += " (one of its own parameters is already non-finite)"
@@ -311,8 +316,9 @@ def _forward_origin(tracer: ForwardNonFiniteTracer, step: int, loss_value: float
         return NonFiniteOrigin(step=step, phase="forward", module=tracer.module, node=node, source=source,
                                kind=kind, propagated=tuple(tracer.propagated), detail=detail)
     kind = "nan" if math.isnan(loss_value) else "inf"
-    return NonFiniteOrigin(step=step, phase="forward", module=None, node=tracer.source_node, source=source,
-                           kind=tracer.source_kind or kind,
+    node = (ops.node if ops is not None else None) or tracer.source_node
+    return NonFiniteOrigin(step=step, phase="forward", module=None, node=node, source=source,
+                           kind=tracer.source_kind or (ops.kind if ops is not None else None) or kind,
                            detail=f"the model's outputs are finite; the loss computation produced {kind}")
 
 
@@ -372,14 +378,21 @@ def _first_nonfinite_gradient(workload: Workload) -> str | None:
 
 
 def _source_from_trace(workload: Workload, trace: list[tuple[str, int]]) -> str | None:
-    """The innermost frame of the model file in a node's creation stack (else the innermost frame)."""
-    if not trace:
-        return None
-    if workload.path is not None:
-        in_file = [frame for frame in trace if Path(frame[0]) == workload.path]
-        if in_file:
-            return _relative_source(in_file[-1])
-    return _relative_source(trace[-1])
+    """The innermost frame of the user's code in a stack (outside gradscope, the standard library
+    and installed packages; the model file, or a module it imports), else None."""
+    user = [frame for frame in trace if _is_user_file(frame[0]) or
+            (workload.path is not None and Path(frame[0]) == workload.path)]
+    return _relative_source(user[-1]) if user else None
+
+
+_LIBRARY_DIRS = tuple(str(Path(path).resolve()) for key, path in sysconfig.get_paths().items()
+                      if key in ("stdlib", "platstdlib", "purelib", "platlib"))
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+
+
+def _is_user_file(filename: str) -> bool:
+    return not filename.startswith("<") and not filename.startswith(_PACKAGE_DIR) \
+        and not filename.startswith(_LIBRARY_DIRS)
 
 
 def _relative_source(source: tuple[str, int]) -> str:

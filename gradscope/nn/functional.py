@@ -159,6 +159,76 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     return nn_ops.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
 
 
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
+                  norm_type: float = 2, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """Sum, mean or max of the embedding rows in each bag, without materialising the bags.
+
+    A 2-D ``input`` (B, N) holds one bag per row; a 1-D ``input`` is cut into bags at ``offsets``.
+    Indices equal to ``padding_idx`` take no part (and do not count towards a mean); an empty bag
+    gives zeros. ``per_sample_weights`` scale each row before summing (``mode="sum"`` only).
+    """
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError("embedding_bag: max_norm and scale_grad_by_freq are not supported by gradscope")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}'). Please open a feature "
+                                      "request on GitHub.")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: If per_sample_weights ({tuple(per_sample_weights.shape)}) is not "
+                             f"None, then it must have the same shape as the input ({tuple(input.shape)})")
+    indices = input._data
+    if indices.dtype.kind not in "iu":
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {input.dtype} instead")
+    if indices.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences.")
+        bags, width = indices.shape
+        starts = np.arange(bags) * width
+        flat = shape.reshape(input, (-1,))
+        weights = None if per_sample_weights is None else shape.reshape(per_sample_weights, (-1,))
+    elif indices.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        starts = offsets._data.astype(np.int64)
+        if starts.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        if include_last_offset:
+            starts = starts[:-1]
+        flat, weights = input, per_sample_weights
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {indices.ndim}")
+    count = flat._data.shape[0]
+    ends = np.append(starts[1:], offsets._data[-1] if include_last_offset and offsets is not None else count)
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight._data.shape[0]
+    rows = embedding(flat, weight)
+    keep = np.ones(count, dtype=bool) if padding_idx is None else flat._data != padding_idx
+    if mode == "max":
+        pieces = []
+        for start, end in zip(starts, ends):
+            members = np.arange(start, end)[keep[start:end]]
+            if members.size:
+                pieces.append(reductions.amax(rows[Tensor._make(members)], 0))
+            else:
+                pieces.append(Tensor._make(np.zeros(weight._data.shape[1], weight._data.dtype)))
+        return shape.stack(pieces, 0)
+    segments = np.zeros((len(starts), count), dtype=weight._data.dtype)
+    for bag, (start, end) in enumerate(zip(starts, ends)):
+        segments[bag, start:end] = keep[start:end]
+        if mode == "mean" and segments[bag].sum() > 0:
+            segments[bag] /= segments[bag].sum()
+    if weights is not None:
+        rows = arith.mul(rows, shape.unsqueeze(weights, 1))
+    return arith.matmul(Tensor._make(segments), rows)
+
+
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """Int64 one-hot encoding with a new last dim of size ``num_classes`` (max + 1 when -1)."""
     data = tensor._data

@@ -47,7 +47,7 @@ _METHODS = {
     "fill_": inplace.fill_, "zero_": inplace.zero_, "relu_": inplace.relu_, "tanh_": inplace.tanh_,
     "sigmoid_": inplace.sigmoid_, "exp_": inplace.exp_, "neg_": inplace.neg_,
     "masked_fill_": inplace.masked_fill_, "uniform_": inplace.uniform_, "normal_": inplace.normal_,
-    "bernoulli_": inplace.bernoulli_,
+    "bernoulli_": inplace.bernoulli_, "resize_": inplace.resize_, "resize_as_": inplace.resize_as_,
     # creation from a tensor
     "new_zeros": creation.new_zeros, "new_ones": creation.new_ones, "new_empty": creation.new_empty,
     "new_full": creation.new_full, "new_tensor": creation.new_tensor, "type_as": shape.type_as,
@@ -78,11 +78,18 @@ _METHODS = {
     "tensor_split": shape.tensor_split,
     # more gather / scatter
     "scatter": indexing.scatter, "index_add": indexing.index_add, "index_fill": indexing.index_fill,
+    "index_copy": indexing.index_copy, "unique": sorting.unique, "bincount": sorting.bincount,
+    "histc": sorting.histc,
     "masked_select": indexing.masked_select, "nonzero": indexing.nonzero, "argwhere": indexing.argwhere,
     "take": indexing.take,
     # products
     "outer": linalg.outer, "ger": linalg.outer, "addmm": linalg.addmm, "addmv": linalg.addmv,
     "addr": linalg.addr, "baddbmm": linalg.baddbmm, "addbmm": linalg.addbmm, "to_dense": linalg.to_dense,
+    "det": linalg.det, "logdet": linalg.logdet, "slogdet": linalg.slogdet, "inverse": linalg.inv,
+    "cholesky": linalg.cholesky,
+    "to_sparse": linalg.to_sparse, "to_sparse_coo": linalg.to_sparse, "coalesce": linalg.coalesce,
+    "indices": linalg.sparse_indices, "values": linalg.sparse_values, "_indices": linalg.sparse_indices,
+    "_values": linalg.sparse_values,
     # random fills
     "exponential_": inplace.exponential_, "log_normal_": inplace.log_normal_, "geometric_": inplace.geometric_,
     "cauchy_": inplace.cauchy_, "random_": inplace.random_, "fill_diagonal_": inplace.fill_diagonal_,
@@ -93,10 +100,13 @@ _INPLACE_OF = ("abs", "absolute", "sqrt", "rsqrt", "log", "log1p", "log2", "log1
                "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "floor", "ceil", "trunc", "fix", "round",
                "frac", "sign", "sgn", "reciprocal", "square", "clamp_min", "clamp_max", "lerp", "addcmul",
                "addcdiv", "atan2", "fmod", "remainder", "floor_divide", "logit", "xlogy", "scatter",
-               "scatter_add", "index_add", "index_fill", "tril", "triu", "nan_to_num", "bitwise_and",
+               "scatter_add", "index_add", "index_fill", "index_copy", "tril", "triu", "nan_to_num", "bitwise_and",
                "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_not",
                "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "baddbmm", "addmm", "addmv", "addr",
                "addbmm", "true_divide", "subtract", "multiply", "divide")
+
+# In-place forms of shape ops: the tensor itself takes the new shape.
+_RESHAPING_INPLACE_OF = ("t", "transpose", "unsqueeze", "squeeze", "swapaxes", "swapdims")
 
 
 def _install() -> None:
@@ -105,6 +115,8 @@ def _install() -> None:
     for name in _INPLACE_OF:
         if name + "_" not in _METHODS:
             setattr(Tensor, name + "_", inplace.inplace_of(_METHODS[name], name + "_"))
+    for name in _RESHAPING_INPLACE_OF:
+        setattr(Tensor, name + "_", inplace.reshaping_inplace(_METHODS[name], name + "_"))
 
     def _dtype_method(target: str) -> Any:
         def convert(self: Tensor) -> Tensor:
@@ -120,6 +132,7 @@ def _install() -> None:
     Tensor.cuda = shape.cuda
     Tensor.T = property(shape.T_property)
     Tensor.mT = property(shape.mT)
+    Tensor.mH = property(shape.mT)  # real tensors: the conjugate transpose is the transpose
     Tensor.__getitem__ = shape.getitem
     Tensor.__setitem__ = shape.setitem
     Tensor.__add__ = arith.add

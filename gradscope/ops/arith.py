@@ -21,10 +21,12 @@ class AddBackward0(Node):
 
     def backward(self, g):
         (node_a, _), (node_b, _) = self._next
-        ga = unbroadcast(g, self.shape_a) if node_a is not None else None
-        gb = None
+        shape = g.shape
+        ga = gb = None
+        if node_a is not None:
+            ga = g if shape == self.shape_a else unbroadcast(g, self.shape_a)
         if node_b is not None:
-            gb = unbroadcast(g, self.shape_b)
+            gb = g if shape == self.shape_b else unbroadcast(g, self.shape_b)
             if self.alpha != 1:
                 gb = gb * self.alpha
         return ga, gb
@@ -42,6 +44,17 @@ class SubBackward0(AddBackward0):
 
 def add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Tensor:
     """``input + alpha * other`` with broadcasting."""
+    if alpha == 1 and isinstance(input, Tensor) and isinstance(other, Tensor):  # the common case
+        a, b = input._data, other._data
+        out_arr = a + b
+        if out_arr.__class__ is not np.ndarray or out_arr.dtype.kind == "f" and out_arr.dtype.itemsize == 8:
+            out_arr = fix_float(np.asarray(out_arr), input, other)
+        node = new_node(AddBackward0, (input, other))
+        if node is not None:
+            node.shape_a = a.shape
+            node.shape_b = b.shape
+            node.alpha = 1
+        return result(out_arr, node)
     a, b = operand(input), operand(other)
     out_arr = a + (b if alpha == 1 else b * alpha)
     if not isinstance(out_arr, np.ndarray) or out_arr.dtype.kind == "f" and out_arr.dtype.itemsize == 8:
@@ -115,9 +128,10 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
     other_type = type(other)
     if (other_type is float or other_type is int) and isinstance(input, Tensor):
         data = input._data
-        if data.dtype.kind == "f":
-            scalar = scalar_array(other, data.dtype)
-            product = unary_result(_MulScalarBackward, data * scalar, input, scalar_operand=True)
+        dtype = data.dtype
+        if dtype.kind == "f":
+            scalar = scalar_array(other, dtype)
+            product = unary_result(_MulScalarBackward, data * scalar, input, True)
             node = product.grad_fn
             if node is not None:
                 node.scalar = scalar
@@ -334,29 +348,33 @@ class BmmBackward0(MmBackward0):
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with PyTorch's 1-D / 2-D / batched rules."""
-    a, b = operand(input), operand(other)
-    if a.ndim == 0 or b.ndim == 0:
+    if not isinstance(input, Tensor):
+        input = Tensor._make(np.asarray(operand(input)))
+    if not isinstance(other, Tensor):
+        other = Tensor._make(np.asarray(operand(other)))
+    a, b = input._data, other._data
+    ndim_a, ndim_b = a.ndim, b.ndim
+    if ndim_a == 0 or ndim_b == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
+                           f"{ndim_a}D and {ndim_b}D")
     try:
         out_arr = a @ b
     except ValueError:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(a)} and {_shape_str(b)})") from None
-    if a.dtype != b.dtype:
+    if a.dtype is not b.dtype and a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
-    if a.ndim == 2 and b.ndim == 2:
+    if ndim_a == 2 and ndim_b == 2:
         cls = MmBackward0
-    elif a.ndim == 1 and b.ndim == 1:
+    elif ndim_a == 1 and ndim_b == 1:
         cls = DotBackward0
-    elif a.ndim == 2 and b.ndim == 1:
+    elif ndim_a == 2 and ndim_b == 1:
         cls = MvBackward0
     else:
         cls = BmmBackward0
-    node = new_node(cls, _edges(input, other))
+    node = new_node(cls, (input, other))
     if node is not None:
-        node.save(input if isinstance(input, Tensor) else Tensor._make(a),
-                  other if isinstance(other, Tensor) else Tensor._make(b))
-    return result(np.asarray(out_arr), node)
+        node.save(input, other)
+    return result(out_arr, node)
 
 
 def _shape_str(a: np.ndarray) -> str:

@@ -222,6 +222,37 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     return result(out, node)
 
 
+class IndexCopyBackward0(Node):
+    """Slices at ``index`` came from ``source``: they take its gradient and ``input`` gets zeros there."""
+
+    __slots__ = ("axis", "index")
+    _single_input = False
+
+    def backward(self, g):
+        (node_self, _), (node_source, _) = self._next
+        g_self = None
+        if node_self is not None:
+            g_self = g.copy()
+            np.moveaxis(g_self, self.axis, 0)[self.index] = 0
+        g_source = np.take(g, self.index, axis=self.axis) if node_source is not None else None
+        return g_self, g_source
+
+
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """A copy of ``input`` whose slices at ``index`` along ``dim`` are ``source``'s slices."""
+    axis = normalize_dim(dim, input._data.ndim)
+    idx = index._data.astype(np.int64).reshape(-1)
+    if source._data.shape[axis] != idx.size:
+        raise IndexError(f"index_copy_(): Number of indices ({idx.size}) should be equal to "
+                         f"source.size(dim) ({source._data.shape[axis]})")
+    out = input._data.copy()
+    np.moveaxis(out, axis, 0)[idx] = np.moveaxis(source._data.astype(out.dtype, copy=False), axis, 0)
+    node = new_node(IndexCopyBackward0, (input, source))
+    if node is not None:
+        node.axis, node.index = axis, idx
+    return result(out, node)
+
+
 def index_fill(input: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:
     """A copy of ``input`` with whole slices at ``index`` along ``dim`` set to ``value``."""
     axis = normalize_dim(dim, input._data.ndim)

@@ -175,6 +175,34 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
                                                           casting="unsafe"))
 
 
+def resize_(self: Tensor, *sizes: Any, memory_format: Any = None) -> Tensor:
+    """Give the tensor a new shape; elements past the old count are uninitialised (as in PyTorch).
+
+    The data is re-allocated when the count changes, so tensors that shared it (views) stop doing so.
+    """
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    shape_ = tuple(int(n) for n in sizes)
+    if any(n < 0 for n in shape_):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape_)}: {list(shape_)}")
+    count = int(np.prod(shape_))
+    if count == self._data.size:
+        self._data = self._data.reshape(shape_)
+    else:
+        data = np.empty(count, dtype=self._data.dtype)
+        kept = min(count, self._data.size)
+        data[:kept] = self._data.reshape(-1)[:kept]
+        self._data = data.reshape(shape_)
+    self._bump_version()
+    return self
+
+
+def resize_as_(self: Tensor, the_template: Tensor, memory_format: Any = None) -> Tensor:
+    return resize_(self, tuple(the_template._data.shape))
+
+
 def fill_(self: Tensor, value: Any) -> Tensor:
     v = value.item() if isinstance(value, Tensor) else value
     return _apply(self, None, lambda o: _overwrite(o, np.full(self._data.shape, v)),
@@ -312,3 +340,31 @@ def fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
     mask = np.zeros(self._data.shape, dtype=bool)
     np.fill_diagonal(mask, True, wrap=wrap)
     return masked_fill_(self, Tensor._make(mask), fill_value)
+
+
+def reshaping_inplace(fn: Callable[..., Tensor], name: str) -> Callable[..., Tensor]:
+    """The in-place method ``name`` of a shape op (``t_``, ``unsqueeze_``, ...): ``self`` takes the
+    op's new shape and, under autograd, its history (a leaf that requires grad refuses, as in PyTorch)."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if not check_inplace(self):
+            with grad_mode.no_grad():
+                self._data = fn(self, *args, **kwargs)._data
+            self._bump_version()
+            return self
+        original = Tensor._make(self._data)
+        original.requires_grad = self.requires_grad
+        original.grad_fn = self.grad_fn
+        original._output_nr = self._output_nr
+        original._vc = [self._version]
+        out = fn(original, *args, **kwargs)
+        self._data = out._data
+        self._bump_version()
+        self.grad_fn = out.grad_fn
+        self.requires_grad = out.requires_grad
+        self._output_nr = out._output_nr
+        return self
+
+    method.__name__ = name
+    method.__doc__ = f"In-place version of ``{fn.__name__}`` (the tensor's shape changes)."
+    return method

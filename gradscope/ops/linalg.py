@@ -212,3 +212,234 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Sequence[int] | None = No
 def to_dense(input: Tensor, dtype: Any = None, *, masked_grad: Any = None) -> Tensor:
     """Tensors are always dense in gradscope: the tensor itself (converted to ``dtype``)."""
     return input if dtype is None else shape.to(input, dtype)
+
+
+def to_sparse(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """``to_sparse()`` / ``to_sparse_coo()``: gradscope has no sparse layout, so the dense tensor itself."""
+    return input
+
+
+def coalesce(input: Tensor) -> Tensor:
+    """A dense tensor is already "coalesced": the tensor itself."""
+    return input
+
+
+def sparse_indices(input: Tensor) -> Tensor:
+    """``indices()`` of the equivalent sparse COO tensor: the (ndim, nnz) positions of the non-zeros."""
+    return Tensor._make(np.stack(np.nonzero(input._data)).astype(np.int64))
+
+
+def sparse_values(input: Tensor) -> Tensor:
+    """``values()`` of the equivalent sparse COO tensor: the non-zeros in row-major order (with gradient)."""
+    positions = tuple(Tensor._make(axis.astype(np.int64)) for axis in np.nonzero(input._data))
+    return shape.getitem(input, positions)
+
+
+# ---------------------------------------------------------------- factorisations and solves
+def _mT(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
+
+
+def _unbroadcast_batch(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum a batched matrix gradient over the batch dims its input was broadcast along."""
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    axes = tuple(i for i, n in enumerate(shape[:-2]) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=axes, keepdims=True) if axes else grad
+
+
+class LinalgCholeskyExBackward0(Node):
+    """``A = L L^T``: ``dA = sym(L^-T Phi(L^T dL) L^-1)``, Phi = lower triangle with a halved diagonal."""
+
+    __slots__ = ("upper",)
+
+    def backward(self, g):
+        (lower,) = self.saved()
+        if self.upper:
+            g = _mT(g)
+        phi = np.tril(_mT(lower) @ g)
+        phi[..., np.arange(phi.shape[-1]), np.arange(phi.shape[-1])] *= 0.5
+        inverse = np.linalg.inv(lower)
+        s = _mT(inverse) @ phi @ inverse
+        return (0.5 * (s + _mT(s))).astype(g.dtype, copy=False)
+
+
+def cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """The triangular factor of a symmetric positive-definite (batch of) matrix: ``A = L L^T``."""
+    a = input._data
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"linalg.cholesky: A must be batches of square matrices, but they are "
+                           f"{a.shape[-2] if a.ndim > 1 else 1} by {a.shape[-1]} matrices")
+    try:
+        lower = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise RuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
+                           "positive-definite.") from None
+    node = new_node(LinalgCholeskyExBackward0, (input,))
+    if node is not None:
+        node.upper = upper
+        node.save(Tensor._make(lower))
+    return result(_mT(lower).copy() if upper else lower, node)
+
+
+class LinalgSolveTriangularBackward0(Node):
+    """``X = A^-1 B``: ``dB = A^-T dX``, ``dA = -tri(dB X^T)``."""
+
+    __slots__ = ("upper", "unitriangular", "a_shape", "b_shape")
+    _single_input = False
+
+    def backward(self, g):
+        (node_a, _), (node_b, _) = self._next
+        a, x = self.saved()
+        grad_b = np.linalg.solve(_mT(a), g)
+        grad_a = None
+        if node_a is not None:
+            grad_a = -(grad_b @ _mT(x))
+            grad_a = np.triu(grad_a, 1 if self.unitriangular else 0) if self.upper else \
+                np.tril(grad_a, -1 if self.unitriangular else 0)
+            grad_a = _unbroadcast_batch(grad_a, self.a_shape)
+        return grad_a, (_unbroadcast_batch(grad_b, self.b_shape) if node_b is not None else None)
+
+
+def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
+    """``X`` with ``A X = B`` for a triangular ``A`` (only its ``upper`` or lower triangle is read)."""
+    if not left:
+        return _mT_tensor(solve_triangular(_mT_tensor(A), _mT_tensor(B), upper=not upper,
+                                           unitriangular=unitriangular))
+    a = np.triu(A._data) if upper else np.tril(A._data)
+    if unitriangular:
+        eye = np.eye(a.shape[-1], dtype=bool)
+        a = np.where(eye, 1, a).astype(A._data.dtype)
+    batch = np.broadcast_shapes(a.shape[:-2], B._data.shape[:-2])
+    a_full = np.broadcast_to(a, batch + a.shape[-2:])
+    x = np.linalg.solve(a_full, np.broadcast_to(B._data, batch + B._data.shape[-2:]))
+    node = new_node(LinalgSolveTriangularBackward0, (A, B))
+    if node is not None:
+        node.upper, node.unitriangular = upper, unitriangular
+        node.a_shape, node.b_shape = A._data.shape, B._data.shape
+        node.save(Tensor._make(np.ascontiguousarray(a_full)), Tensor._make(x))
+    return result(x, node)
+
+
+def _mT_tensor(t: Tensor) -> Tensor:
+    return shape.transpose(t, -1, -2)
+
+
+class LinalgInvExBackward0(Node):
+    """``X = A^-1``: ``dA = -X^T dX X^T``."""
+
+    __slots__ = ()
+
+    def backward(self, g):
+        (inverse,) = self.saved()
+        return -(_mT(inverse) @ g @ _mT(inverse))
+
+
+def inv(input: Tensor) -> Tensor:
+    """The inverse of a (batch of) square matrix."""
+    try:
+        out = np.linalg.inv(input._data)
+    except np.linalg.LinAlgError:
+        raise RuntimeError("linalg.inv: The diagonal element 1 is zero, the inversion could not be completed "
+                           "because the input matrix is singular.") from None
+    node = new_node(LinalgInvExBackward0, (input,))
+    if node is not None:
+        node.save(Tensor._make(out))
+    return result(out, node)
+
+
+inverse = inv
+
+
+class LinalgSolveExBackward0(Node):
+    """``X = A^-1 B``: ``dB = A^-T dX``, ``dA = -dB X^T``."""
+
+    __slots__ = ("a_shape", "b_shape", "vector")
+    _single_input = False
+
+    def backward(self, g):
+        (node_a, _), (node_b, _) = self._next
+        a, x = self.saved()
+        if self.vector:
+            g = g[..., None]
+        grad_b = np.linalg.solve(_mT(a), g)
+        grad_a = _unbroadcast_batch(-(grad_b @ _mT(x)), self.a_shape) if node_a is not None else None
+        if node_b is None:
+            return grad_a, None
+        if self.vector:
+            grad_b = grad_b[..., 0]
+            while grad_b.ndim > len(self.b_shape):
+                grad_b = grad_b.sum(axis=0)
+        else:
+            grad_b = _unbroadcast_batch(grad_b, self.b_shape)
+        return grad_a, grad_b
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
+    """``X`` with ``A X = B`` (``X A = B`` when ``left=False``); ``B`` may be a (batch of) vector."""
+    if not left:
+        return _mT_tensor(solve(_mT_tensor(A), _mT_tensor(B)))
+    a, b = A._data, B._data
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    rhs = b[..., None] if vector else b
+    batch = np.broadcast_shapes(a.shape[:-2], rhs.shape[:-2])
+    a_full = np.broadcast_to(a, batch + a.shape[-2:])
+    try:
+        x = np.linalg.solve(a_full, np.broadcast_to(rhs, batch + rhs.shape[-2:]))
+    except np.linalg.LinAlgError:
+        raise RuntimeError("linalg.solve: The solver failed because the input matrix is singular.") from None
+    node = new_node(LinalgSolveExBackward0, (A, B))
+    if node is not None:
+        node.a_shape, node.b_shape, node.vector = a.shape, b.shape, vector
+        node.save(Tensor._make(np.ascontiguousarray(a_full)), Tensor._make(x))
+    return result(x[..., 0] if vector else x, node)
+
+
+class LinalgDetBackward0(Node):
+    """``d det(A) = det(A) A^-T``."""
+
+    __slots__ = ()
+
+    def backward(self, g):
+        a, det = self.saved()
+        return (g * det)[..., None, None] * _mT(np.linalg.inv(a))
+
+
+def det(input: Tensor) -> Tensor:
+    """The determinant of a (batch of) square matrix."""
+    value = np.asarray(np.linalg.det(input._data))
+    node = new_node(LinalgDetBackward0, (input,))
+    if node is not None:
+        node.save(input, Tensor._make(value))
+    return result(value, node)
+
+
+class LinalgSlogdetBackward0(Node):
+    """``d log|det A| = A^-T``; the sign has no gradient."""
+
+    __slots__ = ()
+
+    def backward(self, g_sign, g_logabsdet):
+        (a,) = self.saved()
+        if g_logabsdet is None:
+            return None
+        return g_logabsdet[..., None, None] * _mT(np.linalg.inv(a))
+
+
+def slogdet(input: Tensor) -> tuple:
+    """``(sign, logabsdet)`` of a (batch of) square matrix."""
+    from gradscope.autograd.function import results
+
+    sign, logabsdet = np.linalg.slogdet(input._data)
+    node = new_node(LinalgSlogdetBackward0, (input,))
+    if node is not None:
+        node.save(input)
+    sign_t, log_t = results([np.asarray(sign), np.asarray(logabsdet)], node)
+    sign_t = Tensor._make(sign_t._data)
+    return sign_t, log_t
+
+
+def logdet(input: Tensor) -> Tensor:
+    """``log det A`` (nan for a negative determinant, -inf for a singular matrix)."""
+    sign, logabsdet = slogdet(input)
+    return arith.add(logabsdet, Tensor._make(np.where(sign._data < 0, np.nan, 0.0).astype(logabsdet._data.dtype)))

@@ -9,7 +9,7 @@ import numpy as np
 from gradscope.autograd.function import new_node, result, unary_result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import fix_float, float_input, operand, unbroadcast
+from gradscope.ops._util import fix_float, float_input, operand, select_or_zero, unbroadcast
 
 
 class ExpBackward0(Node):
@@ -17,7 +17,7 @@ class ExpBackward0(Node):
     _save_output = True
 
     def backward(self, g):
-        return g * self.saved()[0]  # d exp(x) = exp(x)
+        return g * self.saved_output()  # d exp(x) = exp(x)
 
 
 def exp(input: Tensor) -> Tensor:
@@ -65,7 +65,7 @@ class SqrtBackward0(Node):
 
     def backward(self, g):
         with np.errstate(divide="ignore", invalid="ignore"):
-            return g / (2 * self.saved()[0])
+            return g / (2 * self.saved_output())
 
 
 def sqrt(input: Tensor) -> Tensor:
@@ -78,7 +78,7 @@ class RsqrtBackward0(Node):
     _save_output = True
 
     def backward(self, g):
-        out = self.saved()[0]
+        out = self.saved_output()
         return g * -0.5 * out * out * out
 
 
@@ -140,8 +140,8 @@ def cos(input: Tensor) -> Tensor:
     return result(np.cos(float_input(input)), node)
 
 
-# A 0-d one: numpy would convert a python ``1`` on every call (float32 promotes to the
-# gradient's dtype, or is cast to float16 exactly).
+# A 0-d one: numpy would convert a python ``1`` on every call. (float32: with float64 it
+# promotes exactly; a float16 result is computed in float32 and cast back.)
 _ONE = np.ones((), dtype=np.float32)
 _ONE.flags.writeable = False
 
@@ -151,7 +151,7 @@ class TanhBackward0(Node):
     _save_output = True
 
     def backward(self, g):
-        out = self.saved()[0]
+        out = self.saved_output()
         if not out.ndim:
             return g * (1 - out * out)
         d = out * out
@@ -171,7 +171,7 @@ class SigmoidBackward0(Node):
     _save_output = True
 
     def backward(self, g):
-        out = self.saved()[0]
+        out = self.saved_output()
         return g * out * (1 - out)
 
 
@@ -191,7 +191,7 @@ class ReluBackward0(Node):
 
     def backward(self, g):
         # relu'(0) = 0; selected, not multiplied, so a NaN/Inf gradient stops here as in torch
-        return np.where(self.saved()[0] > 0, g, np.zeros((), g.dtype))
+        return select_or_zero(self.saved_output() > 0, g)
 
 
 def relu(input: Tensor) -> Tensor:

@@ -202,3 +202,74 @@ def cumprod(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
         node.axis = axis
         node.save(input, Tensor._make(out))
     return result(out, node)
+
+
+# ---------------------------------------------------------------- counting and bucketing (no gradient)
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None) -> Any:
+    """The distinct values (or slices along ``dim``), sorted, with optional inverse indices and counts."""
+    data = input._data
+    if dim is None:
+        values, inverse, counts = np.unique(data.reshape(-1), return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(data.shape)
+    else:
+        axis = normalize_dim(dim, data.ndim)
+        values, inverse, counts = np.unique(data, return_inverse=True, return_counts=True, axis=axis)
+        inverse = inverse.reshape(-1)
+    outputs = [Tensor._make(values)]
+    if return_inverse:
+        outputs.append(Tensor._make(inverse.astype(np.int64)))
+    if return_counts:
+        outputs.append(Tensor._make(counts.astype(np.int64)))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """Occurrences of each non-negative integer in a 1-D tensor (weighted sums with ``weights``)."""
+    data = input._data
+    if data.ndim != 1 or data.dtype.kind not in "iu":
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if data.size and data.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    counts = np.bincount(data, None if weights is None else weights._data, minlength=minlength)
+    if weights is None:
+        return Tensor._make(counts.astype(np.int64))
+    dtype = weights._data.dtype if weights._data.dtype.kind == "f" else np.float64
+    return Tensor._make(counts.astype(dtype))
+
+
+def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False, right: bool = False,
+                 side: str | None = None, sorter: Tensor | None = None) -> Tensor:
+    """Insertion points of ``input`` into ``sorted_sequence`` (row by row for an N-D sequence)."""
+    boundaries = sorted_sequence._data
+    values = input._data if isinstance(input, Tensor) else np.asarray(input)
+    side = side or ("right" if right else "left")
+    if sorter is not None:
+        boundaries = np.take_along_axis(boundaries, sorter._data, -1)
+    if boundaries.ndim == 1:
+        out = np.searchsorted(boundaries, values, side=side)
+    else:
+        rows = boundaries.reshape(-1, boundaries.shape[-1])
+        queries = values.reshape(rows.shape[0], -1)
+        out = np.stack([np.searchsorted(row, query, side=side) for row, query in zip(rows, queries)])
+        out = out.reshape(values.shape)
+    return Tensor._make(np.asarray(out).astype(np.int32 if out_int32 else np.int64))
+
+
+def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    """The bucket of each value of ``input`` given 1-D sorted ``boundaries``."""
+    if boundaries._data.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries._data.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002
+    """A histogram of ``bins`` equal-width bins over [min, max] (the data's range when both are 0)."""
+    data = input._data.reshape(-1)
+    low, high = float(min), float(max)
+    if low == high and data.size:
+        low, high = float(data.min()), float(data.max())
+    if low == high:
+        low, high = low - 1, high + 1
+    counts, _ = np.histogram(data[(data >= low) & (data <= high)], bins=bins, range=(low, high))
+    return Tensor._make(counts.astype(input._data.dtype))

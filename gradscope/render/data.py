@@ -137,7 +137,7 @@ def run_origin_to_dict(origin: "NonFiniteOrigin | None", rank: int | None = None
     data = origin_to_dict(origin)
     if data is None:
         return None
-    return {"step": data["step"], "rank": rank, **{key: data[key] for key in ("phase", "module", "node", "source",
+    return {"step": data["step"], "rank": origin.rank if rank is None else rank, **{key: data[key] for key in ("phase", "module", "node", "source",
                                                                                 "kind")}}
 
 
@@ -149,8 +149,16 @@ def run_to_dict(report: "RunReport", rank: int | None = None) -> dict[str, Any]:
         "steps_run": report.steps_run,
         "first_nonfinite": run_origin_to_dict(report.first_nonfinite, rank),
         "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm),
-                     "skipped": r.skipped} for r in report.history],
+                     "skipped": r.skipped, **_ranks(r)} for r in report.history],
     }
+
+
+def _ranks(record: "StepRecord") -> dict[str, Any]:
+    """``{"ranks": [{"rank", "loss", "total_grad_norm"}, ...]}`` for a distributed run's step, else ``{}``."""
+    if not record.ranks:
+        return {}
+    return {"ranks": [{"rank": r.rank, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm)}
+                      for r in record.ranks]}
 
 
 def run_step_to_dict(record: "StepRecord") -> dict[str, Any]:
@@ -162,6 +170,7 @@ def run_step_to_dict(record: "StepRecord") -> dict[str, Any]:
         "parameters": {name: number(norm) for name, norm in record.parameter_norms},
         "nonfinite": record.nonfinite,
         "skipped": record.skipped,
+        **_ranks(record),
     }
     if record.clipped_total_grad_norm is not None:
         data["clipped"] = {"total_grad_norm": number(record.clipped_total_grad_norm),

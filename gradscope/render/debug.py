@@ -48,7 +48,7 @@ def render_position(p: Position) -> RenderableType:
     if p.phase is None:
         head = Text({"start": "before backward", "finished": "after backward"}.get(p.state, p.state), style="bold")
     else:
-        point = ("output", " of ") if p.phase == "forward" else (p.phase, " point of ")
+        point = {"forward": ("output", " of "), "line": ("a line", " inside ")}.get(p.phase, (p.phase, " point of "))
         head = Text.assemble((p.state, "bold"), ", ", (point[0], "bold magenta"), point[1],
                              (p.module or "(no module)", "bold cyan"),
                              f" ({p.module_type})" if p.module_type else "")

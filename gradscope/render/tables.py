@@ -255,6 +255,8 @@ def origin_view(origin: "NonFiniteOrigin") -> RenderableType:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
+    if origin.rank is not None:
+        table.add_row("rank", str(origin.rank))
     table.add_row("step", str(origin.step))
     table.add_row("phase", origin.phase)
     table.add_row("module", module_label(origin.module))

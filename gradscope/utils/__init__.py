@@ -1,4 +1,4 @@
-"""Utilities shared by every layer (hook handles)."""
-from gradscope.utils import hooks
+"""Utilities shared by every layer (hook handles), ``checkpoint`` and ``data`` (datasets and loaders)."""
+from gradscope.utils import checkpoint, hooks
 
-__all__ = ["hooks"]
+__all__ = ["checkpoint", "hooks"]

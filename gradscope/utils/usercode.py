@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from gradscope.errors import ControlFlow
 
-__all__ = ["Terminated", "ArgumentParserExit", "signal_handlers", "passes_through", "describe_raise",
+__all__ = ["Terminated", "ArgumentParserExit", "interrupt", "signal_handlers", "passes_through", "describe_raise",
            "model_argv"]
 
 SIGTERM_EXIT = 143
@@ -49,6 +49,12 @@ _state = _State()
 
 
 def _on_signal(signum: int, frame: Any) -> None:
+    interrupt(signum)
+
+
+def interrupt(signum: int) -> None:
+    """Act on a delivered SIGINT (``KeyboardInterrupt``) or SIGTERM (:class:`Terminated`) now,
+    as a real interrupt (for handlers that deferred the signal, such as a distributed run's)."""
     _state.received = signum
     if signum == signal.SIGTERM:
         raise Terminated()

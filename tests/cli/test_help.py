@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli import cli
+from gradscope.cli import COMMANDS, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED = ["inspect", "watch", "clip", "check", "replay", "debug", "graph", "run"]
@@ -16,10 +16,28 @@ OWN_COMMANDS = {"inspect", "watch", "clip", "check", "replay"}
 
 
 def test_all_commands_registered():
-    assert OWN_COMMANDS <= set(cli.commands)
+    assert OWN_COMMANDS <= set(COMMANDS) and set(DOCUMENTED) == set(COMMANDS)
 
 
-@pytest.mark.parametrize("name", sorted(cli.commands))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_overview_sentence_is_the_commands_own(name):
+    """``gradscope --help`` lists commands without importing them: their sentence is kept in COMMANDS."""
+    command = cli.get_command(None, name)
+    assert command.name == name
+    assert " ".join(command.help.split("\n\n")[0].split()) == COMMANDS[name][2]
+
+
+def test_root_help_imports_no_command():
+    code = ("import sys; from gradscope.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "assert not [m for m in sys.modules if m.startswith('gradscope.cli.') and m.split('.')[-1] in "
+            f"{sorted(set(COMMANDS) | {'inspect', 'settings'})!r}], sorted(sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "inspect" in result.stdout and "run" in result.stdout
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_help_has_an_example(gradscope, name):
     result = gradscope(name, "--help", code=0)
     assert "Example" in result.stdout

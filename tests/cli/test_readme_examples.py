@@ -18,12 +18,7 @@ BLOCKS = re.findall(r"^```\n\$ (gradscope [^\n]*)\n(.*?)^```", (ROOT / "README.m
 def _examples() -> list:
     params = []
     for command, expected in BLOCKS:
-        marks = []
-        if command.startswith("gradscope debug") and "where" in command:
-            # The source line `where` prints (entry-point frame, absolute paths) is the debugger's
-            # part of issue 15; these examples are checked once that lands.
-            marks.append(pytest.mark.xfail(reason="debug `where` source line (issue 15, debug part)", strict=False))
-        params.append(pytest.param(command, expected, marks=marks, id=command[:60]))
+        params.append(pytest.param(command, expected, id=command[:60]))
     return params
 
 

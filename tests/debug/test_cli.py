@@ -1,6 +1,7 @@
 """``gradscope debug`` and ``gradscope graph`` on the sample models, through click's runner."""
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_nan_backward_transcript() -> None:
                           "breakpoint 1 (nan)\n(gradscope) where\n")
     assert "  node:    LogBackward0 (produced grad_input)" in out
     line = _line_of(sample, "return gs.where(h > 0, gs.log(h)")
-    assert f"produced by LogBackward0 in safe_log (created at {sample}:{line} in forward)" in out
+    assert f"produced by LogBackward0 in safe_log (created at {os.path.relpath(sample)}:{line} in forward)" in out
     assert re.search(r"grad_input\[0\]\s+│ \[16, 16\]\s+│\s+nan\s+│\s+nan\s+│\s+nan\s+│\s+[1-9]\d*", out)
     rows = _rows(out.split("(gradscope) table")[1])
     assert rows["safe_log"][:2] == ["SafeLog", "current (post)"]
@@ -66,8 +67,12 @@ def test_commands_file_and_step(tmp_path: Path) -> None:
     result = run("debug", str(SAMPLES / "nan_forward.py"), "--step", "5", "--break", "forward nan",
                  "--commands-file", str(commands))
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("> stopped at features (LogFeatures) · forward: output computed · "
-                                    "breakpoint 1 (forward and nan)")
+    line = _line_of(SAMPLES / "nan_forward.py", "return gs.log(counts + 1.0)")
+    assert result.stdout.startswith("> stopped at LogBackward0 in features (LogFeatures) · forward: a line of "
+                                    "forward code made nan · breakpoint 1 (forward and nan)")
+    assert "  node:    LogBackward0 (made the value)\n" in result.stdout
+    assert f"  source:  {os.path.relpath(SAMPLES / 'nan_forward.py')}:{line}\n" in result.stdout
+    assert "  note:    this line made nan: return gs.log(counts + 1.0)" in result.stdout
     assert "  step:    5" in result.stdout
     assert "> backward finished" in result.stdout
 

@@ -19,9 +19,9 @@ def test_interactive_session() -> None:
     try:
         child.expect_exact("> stopped before backward (loss = ")
         child.expect_exact("(gradscope) ")
-        child.send("break module saf\t")            # tab completes the module path
-        child.expect_exact("safe_log")
-        child.send(" po\t\r")                       # ... and the keyword
+        child.send("bre\tmodule saf\t")            # tab completes the command and the module path,
+        child.expect_exact("safe_log")              # each followed by a space
+        child.send("po\t\r")                        # ... and the keyword
         child.expect_exact("breakpoint 1: module safe_log and post (checked at post points)")
         child.expect_exact("(gradscope) ")
         child.sendline("continue")

@@ -27,8 +27,8 @@ CASES = {
     "non-scalar loss": GOOD.replace("loss_fn = nn.MSELoss()",
                                     "def loss_fn(output, targets):\n    return (output - targets) ** 2"),
     "non-tensor loss": GOOD.replace("loss_fn = nn.MSELoss()", "def loss_fn(output, targets):\n    return 1.5"),
-    "detached loss": GOOD.replace("loss_fn = nn.MSELoss()",
-                                  "def loss_fn(output, targets):\n    return ((output - targets) ** 2).mean().detach()"),
+    "detached loss": GOOD.replace("loss_fn = nn.MSELoss()", "def loss_fn(output, targets):\n"
+                                  "    return ((output - targets) ** 2).mean().detach()"),
     "raises at import": GOOD + "raise ValueError('bad config value')\n",
     "shape mismatch": GOOD.replace("nn.Linear(4, 2)", "nn.Linear(5, 2)"),
 }

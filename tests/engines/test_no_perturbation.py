@@ -7,7 +7,7 @@ and without every monitor attached, and every command runs on it.
 from __future__ import annotations
 
 import json
-import textwrap
+import math
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ def batch(step):
     inputs = {lib}.randn(6, 4, generator=generator)
     return inputs, inputs.sum(dim=1, keepdim=True)
 '''
-IMPORTS = {"gradscope": "import gradscope as gs\nfrom gradscope import nn", "torch": "import torch\nfrom torch import nn"}
+IMPORTS = {"gradscope": "import gradscope as gs\nfrom gradscope import nn",
+           "torch": "import torch\nfrom torch import nn"}
 LIB = {"gradscope": "gs", "torch": "torch"}
 
 
@@ -156,3 +157,32 @@ def test_every_command_runs_on_in_place_models(engine_name, tmp_path, monkeypatc
     result = run("graph", str(path))
     assert result.exit_code == 0, result.stderr
     assert "fc1.weight" in result.stdout
+
+
+def test_keyword_arguments_are_module_inputs(engine_name):
+    """A module called with a keyword tensor: its grad_input includes that input's gradient."""
+    lib = pytest.importorskip(engine_name)
+    nn = lib.nn
+
+    class Mix(nn.Module):
+        def forward(self, x, *, other):
+            return x * 2.0 + other * 3.0
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(2, 2)
+            self.b = nn.Linear(2, 2)
+            self.mix = Mix()
+
+        def forward(self, x):
+            return self.mix(self.a(x), other=self.b(x))
+
+    lib.manual_seed(0)
+    model = Net()
+    monitor = GradientMonitor(model)
+    with monitor:
+        model(lib.ones(3, 2)).sum().backward()
+    mix = {record.name: record for record in monitor.module_records()}["mix"]
+    assert mix.grad_output_norm == pytest.approx(math.sqrt(6.0))
+    assert mix.grad_input_norm == pytest.approx(math.sqrt(6 * 4.0 + 6 * 9.0))

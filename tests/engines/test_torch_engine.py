@@ -49,12 +49,6 @@ def test_engine_mismatch_is_a_model_error(tmp_path, monkeypatch, model, engine, 
         == 0
 
 
-def test_debug_refuses_torch_models_for_now():
-    result = run("debug", str(SAMPLES / "torch" / "mlp.py"), "--commands", "quit")
-    assert result.exit_code == 3
-    assert "debug does not support torch models yet" in result.stderr
-
-
 def test_graph_draws_torchs_grad_fn_graph():
     result = run("graph", str(SAMPLES / "torch" / "mlp.py"))
     assert result.exit_code == 0, result.stderr
@@ -178,3 +172,20 @@ def test_watch_reports_an_update_that_overflows_on_torch():
 def _line(text: str) -> int:
     lines = Path(__file__).read_text().splitlines()
     return next(number for number, line in enumerate(lines, 1) if text in line and "_line(" not in line)
+
+
+def test_forward_nan_is_pinned_to_the_operation_and_line_also_outside_the_model_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "helpers.py").write_text("import torch\n\n\ndef features(x):\n"
+                                         "    shifted = x - 1.0\n    return torch.log(shifted) * 2.0\n")
+    (tmp_path / "model.py").write_text(
+        "import torch\nfrom torch import nn\nfrom helpers import features\n\n\n"
+        "class Features(nn.Module):\n    def forward(self, x):\n        return features(x)\n\n\n"
+        "model = nn.Sequential(Features(), nn.Linear(3, 1))\nloss_fn = nn.MSELoss()\n\n\n"
+        "def batch(step):\n    return torch.ones(4, 3) * (0.5 if step == 1 else 2.0), torch.zeros(4, 1)\n")
+    result = run("watch", "model.py", "--steps", "3", "--nan", "--format", "json")
+    assert result.exit_code == 1, result.stderr
+    origin = json.loads(result.stdout)["first_nonfinite"]
+    assert origin["step"] == 1 and origin["phase"] == "forward" and origin["module"] == "0"
+    assert origin["node"] == "LogBackward0"  # not MulBackward0, the node of the module's output
+    assert origin["source"] == "helpers.py:6"

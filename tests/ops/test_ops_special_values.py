@@ -82,3 +82,20 @@ def test_scalar_product_keeps_the_sign_of_zero(first: float) -> None:
         for g, e in zip(got, expected):
             np.testing.assert_array_equal(np.signbit(g), np.signbit(e))
             np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_select_or_zero_equals_where(dtype: Any) -> None:
+    """The bitwise select used by masking backwards (ReLU) gives np.where's result bit for bit:
+    NaN, inf and -0. outside the mask become +0., inside they are kept; strided views work."""
+    from gradscope.ops._util import select_or_zero
+
+    values = np.array([[1.5, np.nan, -np.inf, -0.0], [np.inf, -2.0, np.nan, 0.0], [3.0, -0.0, 1.0, -1.0]],
+                      dtype=dtype)
+    mask = np.array([[True, False, False, True], [True, True, True, False], [False, False, True, True]])
+    for v, m in ((values, mask), (values.T, mask.T), (values[:, ::2], mask[:, ::2])):
+        expected = np.where(m, v, np.zeros((), dtype))
+        got = select_or_zero(m, v)
+        assert got.dtype == dtype and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)  # NaN matches NaN
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))

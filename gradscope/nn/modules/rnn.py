@@ -24,6 +24,7 @@ from gradscope.ops import inplace
 from gradscope.ops.creation import zeros
 from gradscope.nn.utils.rnn import PackedSequence, packed_row_index
 from gradscope.ops.indexing import index_select
+from gradscope.ops.pointwise import where
 from gradscope.ops.shape import cat, reshape, squeeze, stack, transpose, unsqueeze
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -266,6 +267,38 @@ def recurrent_layer(mode: str, x: Tensor, h0: Tensor | None, c0: Tensor | None, 
     return tensors[0], tensors[1], tensors[2] if mode == "LSTM" else None
 
 
+def projected_lstm_layer(x: Tensor, h0: Tensor | None, c0: Tensor | None, w_ih: Tensor, w_hh: Tensor,
+                         b_ih: Tensor | None, b_hh: Tensor | None, w_hr: Tensor, reverse: bool = False,
+                         mask: np.ndarray | None = None) -> tuple:
+    """One LSTM layer with a projection (``proj_size``): ``h_t = W_hr (o_t * tanh(c_t))``.
+
+    Composed from differentiable ops step by step (the fused kernel assumes ``h`` and ``c`` have the
+    same size); arguments and results as :func:`recurrent_layer`, with ``h`` of the projected size.
+    """
+    steps, batch = x._data.shape[:2]
+    hidden, projected = w_hr._data.shape[1], w_hr._data.shape[0]
+    h = zeros(batch, projected, dtype=x.dtype) if h0 is None else h0
+    c = zeros(batch, hidden, dtype=x.dtype) if c0 is None else c0
+    gates_x = x.matmul(w_ih.t())
+    if b_ih is not None:
+        gates_x = gates_x + b_ih
+    outputs: list = [None] * steps
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    for t in order:
+        gates = gates_x[t] + h.matmul(w_hh.t())
+        if b_hh is not None:
+            gates = gates + b_hh
+        i, f, g, o = gates.chunk(4, 1)
+        c_new = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        h_new = (o.sigmoid() * c_new.tanh()).matmul(w_hr.t())
+        if mask is not None:
+            keep = Tensor._make(mask[t][:, None])
+            h_new, c_new = where(keep, h_new, h), where(keep, c_new, c)
+        h, c = h_new, c_new
+        outputs[t] = h
+    return stack(outputs, 0), h, c
+
+
 # ---------------------------------------------------------------- modules
 def _init_uniform(module: Module, hidden_size: int) -> None:
     bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
@@ -309,8 +342,12 @@ class RNNBase(Module):
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
             raise ValueError("num_layers must be greater than zero")
-        if proj_size != 0:
-            raise NotImplementedError("gradscope's LSTM does not support proj_size")
+        if isinstance(proj_size, bool) or not isinstance(proj_size, int) or proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         if mode not in _GATES:
             raise ValueError(f"Unrecognized RNN mode: {mode}")
         self.mode = mode
@@ -324,17 +361,21 @@ class RNNBase(Module):
         self.proj_size = proj_size
         directions = 2 if bidirectional else 1
         gate_size = _GATES[mode] * hidden_size
+        real_hidden = proj_size or hidden_size
         self._flat_weights_names: list[str] = []
         self._all_weights: list[list[str]] = []
         for layer in range(num_layers):
             for direction in range(directions):
-                layer_input = input_size if layer == 0 else hidden_size * directions
+                layer_input = input_size if layer == 0 else real_hidden * directions
                 suffix = "_reverse" if direction == 1 else ""
                 names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
-                shapes = [(gate_size, layer_input), (gate_size, hidden_size)]
+                shapes = [(gate_size, layer_input), (gate_size, real_hidden)]
                 if bias:
                     names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
                     shapes += [(gate_size,), (gate_size,)]
+                if proj_size:
+                    names.append(f"weight_hr_l{layer}{suffix}")
+                    shapes.append((proj_size, hidden_size))
                 for name, shape in zip(names, shapes):
                     setattr(self, name, _new_parameter(*shape, dtype=dtype))
                 self._flat_weights_names.extend(names)
@@ -359,6 +400,8 @@ class RNNBase(Module):
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            text += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             text += f", num_layers={self.num_layers}"
         if self.bias is not True:
@@ -391,7 +434,8 @@ class RNNBase(Module):
                                f"got {input._data.shape[-1]}")
 
     def _check_hidden(self, hx: Tensor, batch: int, what: str = "Expected hidden size") -> None:
-        expected = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+        features = self.proj_size if self.proj_size and what != "Expected hidden[1] size" else self.hidden_size
+        expected = (self.num_layers * (2 if self.bidirectional else 1), batch, features)
         if tuple(hx._data.shape) != expected:
             raise RuntimeError(f"{what} {expected}, got {list(hx._data.shape)}")
 
@@ -410,8 +454,15 @@ class RNNBase(Module):
                 index = layer * directions + direction
                 h0 = hx[index] if hx is not None else None
                 c0 = cx[index] if cx is not None else None
-                out, h_n, c_n = recurrent_layer(self.mode, layer_input, h0, c0, *self._layer_weights(layer, direction),
-                                                reverse=direction == 1, mask=mask)
+                if self.proj_size:
+                    suffix = "_reverse" if direction == 1 else ""
+                    out, h_n, c_n = projected_lstm_layer(layer_input, h0, c0, *self._layer_weights(layer, direction),
+                                                         getattr(self, f"weight_hr_l{layer}{suffix}"),
+                                                         reverse=direction == 1, mask=mask)
+                else:
+                    out, h_n, c_n = recurrent_layer(self.mode, layer_input, h0, c0,
+                                                    *self._layer_weights(layer, direction),
+                                                    reverse=direction == 1, mask=mask)
                 outputs.append(out)
                 last_h.append(h_n)
                 last_c.append(c_n)

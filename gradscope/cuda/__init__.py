@@ -49,3 +49,32 @@ def _no_device(*args: Any, **kwargs: Any) -> Any:
 
 current_device = get_device_name = get_device_properties = set_device = _no_device
 memory_allocated = max_memory_allocated = _no_device
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: there is no CUDA device."""
+    return False
+
+
+class _CudaTensorType(type):
+    """``torch.cuda.FloatTensor`` and friends: no tensor is an instance, and making one raises."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return False
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"type {cls.__name__} not available. Torch not compiled with CUDA enabled "
+                        "(gradscope runs on the CPU only)")
+
+
+def _cuda_type(name: str) -> type:
+    return _CudaTensorType(name, (), {"__module__": "gradscope.cuda", "__qualname__": f"cuda.{name}"})
+
+
+FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor = (_cuda_type(n) for n in
+                                                         ("FloatTensor", "DoubleTensor", "HalfTensor",
+                                                          "BFloat16Tensor"))
+LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor, BoolTensor = (
+    _cuda_type(n) for n in ("LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"))
+
+from gradscope.cuda import amp  # noqa: E402

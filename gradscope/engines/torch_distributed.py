@@ -1,0 +1,160 @@
+"""torch.distributed specifics for ``gradscope run`` under ``torchrun`` (imported only with torch).
+
+Everything that depends on the process group and on ``DTensor`` lives here:
+
+* whether the script's default process group is up, this process's rank and the world size;
+* which parameters are sharded (FSDP2 ``fully_shard``: a ``DTensor`` with a ``Shard``
+  placement), decided from the parameter itself so that every rank decides the same way;
+* the rank-local part of a tensor (a ``DTensor``'s local shard; anything else as it is), so that
+  norms are computed without the implicit collectives a ``DTensor`` operation would start;
+* the two small collectives of a step (a sum over a float64 vector, a gather of a few integers)
+  and a gather of picklable objects for the rare failure path;
+* the module a ``DistributedDataParallel`` wrapper holds, which can be called again on one rank
+  without starting a gradient all-reduce;
+* :func:`launch_local`: N local processes started by torch's elastic agent (what ``torchrun``
+  runs), with every rank's output passed through behind a ``[rankR]`` prefix.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["DistributedTensors", "LaunchOutcome", "group_ready", "launch_local", "local_module"]
+
+
+def group_ready() -> bool:
+    """True once the script has initialised the default process group (and not destroyed it)."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def local_module(module: Any) -> Any:
+    """The module inside a ``DistributedDataParallel`` wrapper (else ``module``): calling it runs
+    no collective (the wrapper's forward prepares the gradient all-reduce)."""
+    if isinstance(module, torch.nn.parallel.DistributedDataParallel):
+        return module.module
+    return module
+
+
+def _is_dtensor(value: Any) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch built without distributed tensors
+        return False
+    return isinstance(value, DTensor)
+
+
+class DistributedTensors:
+    """The per-step collectives and tensor views on the default process group."""
+
+    def __init__(self) -> None:
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        backend = dist.get_backend()
+        self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+    @staticmethod
+    def is_sharded(parameter: Any) -> bool:
+        """True for a parameter whose value is split across ranks (a ``DTensor`` with a ``Shard``
+        placement): its squared norm is the sum of the ranks' shards' squared norms."""
+        if not _is_dtensor(parameter):
+            return False
+        return any(placement.is_shard() for placement in parameter.placements)
+
+    @staticmethod
+    def local(tensor: Any) -> Any:
+        """The rank's own part of ``tensor`` (a ``DTensor``'s local shard), or ``tensor`` itself."""
+        if tensor is not None and _is_dtensor(tensor):
+            return tensor.to_local()
+        return tensor
+
+    def sum(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sum of ``values`` over all ranks (one ``all_reduce``, float64)."""
+        tensor = torch.tensor(list(values), dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return tensor.cpu().tolist()
+
+    def gather(self, values: Sequence[int]) -> list[list[int]]:
+        """Every rank's ``values`` (one ``all_gather`` of int64), indexed by rank."""
+        tensor = torch.tensor(list(values), dtype=torch.int64, device=self.device)
+        gathered = torch.empty((self.world_size, len(values)), dtype=torch.int64, device=self.device)
+        dist.all_gather_into_tensor(gathered, tensor)
+        return gathered.cpu().tolist()
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        """Every rank's picklable ``value``, indexed by rank (failure path only)."""
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, value)
+        return gathered
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    """How :func:`launch_local` ended.
+
+    Attributes:
+        failed_rank: the first rank that exited with a non-zero code (None when none did).
+        exitcode: that rank's exit code (negative: killed by that signal).
+        signal: the signal that stopped the launcher (SIGINT, SIGTERM), or None.
+    """
+
+    failed_rank: int | None = None
+    exitcode: int | None = None
+    signal: int | None = None
+
+
+def free_port() -> int:
+    """A localhost TCP port nobody listens on now (a fresh rendezvous port for each run: reusing
+    the previous run's port can abort the next one)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _agent_logging(verbose: bool) -> Iterator[None]:
+    """The agent's own log lines (rendezvous, worker start, shutdown) only when ``verbose``."""
+    logger = logging.getLogger("torch.distributed.elastic")
+    previous = logger.level
+    if not verbose:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+def launch_local(nproc: int, arguments: Sequence[str], log_dir: str, verbose: bool = False) -> LaunchOutcome:
+    """Run ``python ARGUMENTS`` on ``nproc`` local processes through torch's elastic agent.
+
+    The environment is the one ``torchrun --nproc-per-node N`` sets (``RANK``, ``WORLD_SIZE``,
+    ``MASTER_ADDR``, ``MASTER_PORT``, ...), on a c10d rendezvous at a fresh localhost port, with
+    no restarts. Each rank's stdout and stderr pass through to this process's, every line behind
+    ``[rankR] ``. When a rank fails, the agent stops the others; a SIGINT/SIGTERM to this process
+    is passed on to every rank, which get the agent's grace period to finish.
+    """
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException, Std
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"gradscope-{os.getpid()}",
+        rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{free_port()}", rdzv_configs={"timeout": 60},
+        max_restarts=0, monitor_interval=0.1, log_line_prefix_template="[rank${rank}] ",
+        logs_specs=DefaultLogsSpecs(log_dir=log_dir, redirects=Std.ALL, tee=Std.ALL))
+    try:
+        with _agent_logging(verbose):
+            elastic_launch(config, entrypoint=sys.executable)(*arguments)
+    except ChildFailedError as exc:
+        rank, failure = exc.get_first_failure()
+        return LaunchOutcome(failed_rank=rank, exitcode=failure.exitcode)
+    except SignalException as exc:
+        return LaunchOutcome(signal=int(exc.sigval))
+    return LaunchOutcome()

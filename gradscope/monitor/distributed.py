@@ -1,0 +1,277 @@
+"""Combining a ``gradscope run`` step across the ranks of a torch.distributed job.
+
+:class:`RunMonitor` hands the numbers of each backward pass to a reducer at the step boundary.
+:class:`StepReducer` (one process) returns them unchanged. :class:`DistributedReducer` (under
+``torchrun``, once the script has initialised its default process group) combines them with one
+``all_reduce`` of a fixed-size float64 vector on that group, laid out as
+
+* one entry per parameter: sharded parameters (FSDP2 ``DTensor`` shards) contribute their
+  shard's squared gradient norm, so the sum is the global squared norm; replicated parameters
+  (DDP: gradients already averaged, the same on every rank) are taken locally and contribute
+  0 when finite, their own value when not, so that every rank sees the same non-finite entries;
+* per rank (each rank fills its own slots, the others hold 0): the loss, the squared norm of
+  the rank's own gradients (its shards under FSDP), the squared norm of its model outputs, its
+  first non-finite value (phase, index, kind) before any combination, and a pending signal.
+
+Everything a rank decides afterwards (stop or go on, which rank is the origin) is computed from
+that reduced vector, which is identical on every rank, so every rank decides the same way at the
+same step: no rank is left waiting in a collective. A Ctrl-C or SIGTERM is deferred to the next
+step boundary for the same reason (with a short watchdog for a script that is not stepping).
+Only when the job stops at a non-finite value does a second collective run: each rank localises
+its own first non-finite value (re-running its model locally when that starts no collective) and
+the ranks' findings are gathered to pick the origin.
+"""
+from __future__ import annotations
+
+import _thread
+import contextlib
+import dataclasses
+import math
+import signal
+import threading
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from gradscope.engines import Engine
+from gradscope.monitor.records import NonFiniteOrigin, RankFigures
+from gradscope.monitor.stats import module_of
+
+if TYPE_CHECKING:
+    from gradscope.monitor.run import RunMonitor
+
+__all__ = ["DistributedReducer", "StepReducer", "rank_figures"]
+
+#: Phases of a rank's first non-finite value, in the order they happen within a step.
+PHASE_NONE, PHASE_OUTPUT, PHASE_LOSS, PHASE_GRADIENT = 0, 1, 2, 3
+_KINDS = {0: None, 1: "nan", 2: "inf"}
+_RANK_SLOTS = 7  # loss, gradient square, output square, phase, index, kind, signal
+
+#: Seconds a deferred Ctrl-C waits for the next step boundary before it interrupts the script anyway.
+SIGNAL_GRACE_SECONDS = 3.0
+
+
+class StepReducer:
+    """One process: the local numbers are the global ones, and the origin is found locally."""
+
+    rank: int | None = None
+    world_size = 1
+
+    def combine(self, engine: Engine, parameters: Sequence[tuple[str, Any]], stats: Any) -> Any:
+        """The step's numbers combined over all ranks (``_BackwardStats`` in, the same kind out)."""
+        return stats
+
+    def combine_squares(self, engine: Engine, parameters: Sequence[tuple[str, Any]],
+                        squares: list[float | None]) -> list[float | None]:
+        """Per-parameter squared norms combined over all ranks (for ``--clip``'s after-norms)."""
+        return squares
+
+    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
+        """Where the first non-finite value of this backward pass started."""
+        from gradscope.monitor.run_localize import localize
+
+        return localize(monitor, engine, loss, stats, step)
+
+    @contextlib.contextmanager
+    def deferred_signals(self) -> Iterator[None]:
+        """Ctrl-C and SIGTERM act at once in one process."""
+        yield
+
+
+def _code(value: float | None) -> int:
+    if value is None or math.isfinite(value):
+        return 0
+    return 1 if math.isnan(value) else 2
+
+
+def _first_nonfinite(stats: Any) -> tuple[int, int, int]:
+    """``(phase, index, kind)`` of the rank's first non-finite number of this backward pass."""
+    for index, value in enumerate(stats.output_squares):
+        if _code(value):
+            return PHASE_OUTPUT, index, _code(value)
+    if _code(stats.loss):
+        return PHASE_LOSS, 0, _code(stats.loss)
+    if not stats.scaled:
+        for index, value in enumerate(stats.squares):
+            if _code(value):
+                return PHASE_GRADIENT, index, _code(value)
+    return PHASE_NONE, 0, 0
+
+
+def _square_sum(values: Sequence[float | None]) -> float:
+    return sum(value for value in values if value is not None)
+
+
+class DistributedReducer(StepReducer):
+    """Combine each step over the ranks of the script's default process group (see the module docstring).
+
+    Args:
+        rank: the rank ``torchrun`` gave this process.
+        world_size: how many processes it started.
+    """
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.collectives = 0
+        self._sharded: tuple[tuple[int, ...], list[bool]] | None = None
+        self._local: Any = None
+        self._phases: list[tuple[int, int, int]] = []
+        self._signal: int | None = None
+        self._watchdog: threading.Timer | None = None
+
+    # ------------------------------------------------------------------ the step
+    def _group(self, engine: Engine) -> Any:
+        return engine.process_group() if engine.name == "torch" else None
+
+    def _sharded_mask(self, group: Any, parameters: Sequence[tuple[str, Any]]) -> list[bool]:
+        key = tuple(id(p) for _, p in parameters)
+        if self._sharded is None or self._sharded[0] != key:
+            self._sharded = (key, [group.is_sharded(p) for _, p in parameters])
+        return self._sharded[1]
+
+    def combine(self, engine: Engine, parameters: Sequence[tuple[str, Any]], stats: Any) -> Any:
+        group = self._group(engine)
+        self._local = stats
+        if group is None:
+            self._honour_signal_alone()
+            return stats
+        sharded = self._sharded_mask(group, parameters)
+        entries = [(value or 0.0) if shard or not math.isfinite(value or 0.0) else 0.0
+                   for value, shard in zip(stats.squares, sharded)]
+        slots = [0.0] * (_RANK_SLOTS * self.world_size)
+        phase, index, kind = _first_nonfinite(stats)
+        own = [0.0 if stats.loss is None else stats.loss, _square_sum(stats.squares),
+               _square_sum(stats.output_squares), float(phase), float(index), float(kind),
+               float(self._signal or 0)]
+        slots[self.rank * _RANK_SLOTS:(self.rank + 1) * _RANK_SLOTS] = own
+        reduced = group.sum(entries + slots)
+        self.collectives += 1
+        per_rank = [reduced[len(entries) + r * _RANK_SLOTS:len(entries) + (r + 1) * _RANK_SLOTS]
+                    for r in range(self.world_size)]
+        self._phases = [(int(values[3]), int(values[4]), int(values[5])) for values in per_rank]
+        self._raise_collective_signal([int(values[6]) for values in per_rank])
+        squares = [None if local is None else (combined if shard or not math.isfinite(combined) else local)
+                   for local, combined, shard in zip(stats.squares, reduced[:len(entries)], sharded)]
+        losses = [values[0] for values in per_rank]
+        loss = None if stats.loss is None else \
+            (math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)) / self.world_size
+        ranks = tuple((values[0] if stats.loss is not None else None, values[1]) for values in per_rank)
+        return dataclasses.replace(stats, loss=loss, squares=squares,
+                                   output_squares=[values[2] for values in per_rank], ranks=ranks)
+
+    def combine_squares(self, engine: Engine, parameters: Sequence[tuple[str, Any]],
+                        squares: list[float | None]) -> list[float | None]:
+        group = self._group(engine)
+        if group is None:
+            return squares
+        sharded = self._sharded_mask(group, parameters)
+        reduced = group.sum([(value or 0.0) if shard else 0.0 for value, shard in zip(squares, sharded)])
+        self.collectives += 1
+        return [None if value is None else (combined if shard else value)
+                for value, combined, shard in zip(squares, reduced, sharded)]
+
+    # ------------------------------------------------------------------ the origin
+    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
+        group = self._group(engine)
+        local = self._local if self._local is not None else stats
+        if group is None:
+            return super().localize(monitor, engine, loss, local, step)
+        phase = self._phases[self.rank][0] if self._phases else PHASE_NONE
+        origin: NonFiniteOrigin | None = None
+        if phase != PHASE_NONE:
+            if any(self._sharded_mask(group, monitor.parameters)):
+                origin = _origin_without_rerun(monitor, local, phase, step, self.rank)
+            else:
+                origin = super().localize(monitor, engine, loss, local, step)
+        found = group.gather_objects(origin)
+        self.collectives += 1
+        candidates = [(self._phases[r][0] if self._phases else PHASE_NONE, candidate.node is None, r, candidate)
+                      for r, candidate in enumerate(found) if candidate is not None]
+        if not candidates:
+            return NonFiniteOrigin(step=step, phase="backward", module=None, node=None, source=None,
+                                   kind="inf", detail="every rank's own numbers are finite; their sum over the "
+                                                      "ranks overflows")
+        _, _, rank, chosen = min(candidates, key=lambda item: item[:3])
+        return dataclasses.replace(chosen, rank=rank)
+
+    # ------------------------------------------------------------------ signals
+    @contextlib.contextmanager
+    def deferred_signals(self) -> Iterator[None]:
+        """Ctrl-C and SIGTERM wait for the next step boundary, where every rank stops together."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for signum in previous:
+                signal.signal(signum, self._on_signal)
+            yield
+        finally:
+            self._cancel_watchdog()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+    @property
+    def signalled(self) -> bool:
+        """True once SIGINT or SIGTERM arrived (errors after it are the shutdown, not the script's)."""
+        return self._signal is not None
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._signal is not None:  # a second signal, or the watchdog: act now
+            self._interrupt(signum)
+        self._signal = signum
+        self._watchdog = threading.Timer(SIGNAL_GRACE_SECONDS, _thread.interrupt_main, args=(signum,))
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _cancel_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def _interrupt(self, signum: int) -> None:
+        from gradscope.utils.usercode import interrupt
+
+        self._cancel_watchdog()
+        interrupt(signum)
+
+    def _raise_collective_signal(self, signals: list[int]) -> None:
+        received = [signum for signum in signals if signum]
+        if received:
+            self._interrupt(signal.SIGTERM if signal.SIGTERM in received else signal.SIGINT)
+
+    def _honour_signal_alone(self) -> None:
+        if self._signal is not None:
+            self._interrupt(self._signal)
+
+
+def _origin_without_rerun(monitor: "RunMonitor", stats: Any, phase: int, step: int, rank: int) -> NonFiniteOrigin:
+    """What is known without re-running a sharded model (a re-run on one rank would start the
+    parameter all-gathers the other ranks are not running)."""
+    why = "a sharded model is not re-run on one rank (it would start collectives the other ranks do not run)"
+    phase_first = _first_nonfinite(stats)
+    kind = _KINDS[phase_first[2]] or "nan"
+    if phase == PHASE_OUTPUT:
+        return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
+                               rank=rank, detail=f"rank {rank}'s model returned {kind}; {why}")
+    if phase == PHASE_LOSS:
+        return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
+                               rank=rank, detail=f"rank {rank}'s model outputs are finite; its loss computation "
+                                                 f"produced {kind}")
+    name = monitor.parameters[phase_first[1]][0]
+    return NonFiniteOrigin(step=step, phase="backward", module=module_of(name), node=None, source=None, kind=kind,
+                           rank=rank, detail=f"the gradient of {name} is {kind} on rank {rank}; {why}")
+
+
+def rank_figures(pending: Sequence[Any]) -> tuple[RankFigures, ...]:
+    """Per-rank loss (summed over the step's backward passes) and gradient norm (of the last one)."""
+    last = pending[-1]
+    if not getattr(last, "ranks", ()):
+        return ()
+    figures = []
+    for rank, (_, square) in enumerate(last.ranks):
+        losses = [stats.ranks[rank][0] for stats in pending
+                  if getattr(stats, "ranks", ()) and stats.ranks[rank][0] is not None]
+        loss = (math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)) if losses else None
+        figures.append(RankFigures(rank=rank, loss=loss, total_grad_norm=math.sqrt(square)
+                                   if not math.isnan(square) else math.nan))
+    return tuple(figures)

@@ -1,0 +1,121 @@
+"""Ops real model code calls that were missing, against torch: ``index_copy(_)``, the in-place shape
+ops (``t_``, ``transpose_``, ``unsqueeze_``, ``squeeze_``), ``unique``, ``bincount``, ``searchsorted``,
+``bucketize``, ``histc`` and ``utils.checkpoint``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradscope as gs
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_index_copy_values_and_gradients(dim: int, dtype: str) -> None:
+    base = RNG.standard_normal((4, 5)).astype(dtype)
+    index = [3, 0] if dim == 0 else [4, 1]
+    source = RNG.standard_normal((2, 5) if dim == 0 else (4, 2)).astype(dtype)
+    weights = RNG.standard_normal((4, 5)).astype(dtype)
+    results = []
+    for engine in (torch, gs):
+        x = engine.tensor(base, requires_grad=True)
+        s = engine.tensor(source, requires_grad=True)
+        out = x.index_copy(dim, engine.tensor(index), s)
+        (out * engine.tensor(weights)).sum().backward()
+        inplace = engine.tensor(base).index_copy_(dim, engine.tensor(index), engine.tensor(source))
+        results.append([out.detach().numpy(), x.grad.numpy(), s.grad.numpy(), inplace.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(IndexError, match="Number of indices"):
+        gs.zeros(3, 2).index_copy_(0, gs.tensor([0]), gs.ones(2, 2))
+
+
+@pytest.mark.parametrize("op,args", [("t_", ()), ("transpose_", (0, 2)), ("unsqueeze_", (1,)), ("squeeze_", (1,)),
+                                     ("swapaxes_", (1, 2))])
+def test_inplace_shape_ops_change_the_tensor_and_keep_gradients(op: str, args: tuple) -> None:
+    data = RNG.standard_normal((3, 1, 4) if op != "t_" else (3, 4))
+    results = []
+    for engine in (torch, gs):
+        leaf = engine.tensor(data, requires_grad=True)
+        hidden = leaf * 2
+        same = getattr(hidden, op)(*args)
+        assert same is hidden
+        (hidden * engine.tensor(np.arange(hidden.numel()).reshape(tuple(hidden.shape)).astype(float))).sum().backward()
+        plain = engine.tensor(data)
+        getattr(plain, op)(*args)
+        results.append([tuple(hidden.shape), hidden.detach().numpy(), leaf.grad.numpy(), plain.numpy()])
+    assert results[0][0] == results[1][0]
+    for want, got in zip(results[0][1:], results[1][1:]):
+        np.testing.assert_allclose(got, want)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        getattr(gs.tensor(data, requires_grad=True), op)(*args)
+
+
+def _same(want: object, got: object) -> None:
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for w, g in zip(want, got):
+            _same(w, g)
+        return
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("call", [
+    lambda e: e.unique(e.tensor([[3, 1], [3, 2]])),
+    lambda e: e.unique(e.tensor([[3, 1], [3, 2]]), return_inverse=True, return_counts=True),
+    lambda e: e.unique(e.tensor([[3, 1], [0, 2], [3, 1]]), dim=0, return_counts=True),
+    lambda e: e.tensor([2, 0, 2]).unique(return_counts=True),
+    lambda e: e.bincount(e.tensor([0, 2, 2])),
+    lambda e: e.bincount(e.tensor([0, 2, 2]), weights=e.tensor([0.5, 1.0, 2.0]), minlength=5),
+    lambda e: e.searchsorted(e.tensor([0.0, 1.0, 2.0]), e.tensor([0.5, 1.0, 3.0])),
+    lambda e: e.searchsorted(e.tensor([[0.0, 1.0, 2.0], [1.0, 2.0, 3.0]]), e.tensor([[0.5], [2.0]]), right=True),
+    lambda e: e.bucketize(e.tensor([0.0, 1.5, 3.0]), e.tensor([0.0, 1.0, 2.0])),
+    lambda e: e.bucketize(e.tensor([1.0]), e.tensor([0.0, 1.0, 2.0]), out_int32=True, right=True),
+    lambda e: e.histc(e.tensor([1.0, 2.0, 1.0, 5.0]), bins=4, min=0, max=3),
+    lambda e: e.histc(e.tensor([1.0, 2.0, 1.0]), bins=2),
+], ids=["unique", "unique-inverse-counts", "unique-dim", "unique-method", "bincount", "bincount-weights",
+        "searchsorted", "searchsorted-rows", "bucketize", "bucketize-int32-right", "histc", "histc-range"])
+def test_counting_and_bucketing_match_torch(call: object) -> None:
+    _same(call(torch), call(gs))
+
+
+def test_checkpoint_returns_the_same_values_and_gradients() -> None:
+    import gradscope.utils.checkpoint as gs_checkpoint
+    import torch.utils.checkpoint as torch_checkpoint
+
+    data = RNG.standard_normal((2, 3))
+    results = []
+    for engine, module in ((torch, torch_checkpoint), (gs, gs_checkpoint)):
+        engine.manual_seed(0)
+        layer = engine.nn.Linear(3, 3).double()
+        with engine.no_grad():
+            layer.weight.copy_(engine.tensor(np.arange(9.0).reshape(3, 3) / 10))
+            layer.bias.fill_(-0.2)
+        x = engine.tensor(data, requires_grad=True)
+        out = module.checkpoint(lambda t: layer(t).tanh(), x, use_reentrant=False)
+        out = module.checkpoint_sequential(engine.nn.Sequential(engine.nn.Tanh(), engine.nn.ReLU()), 2, out,
+                                           use_reentrant=False)
+        out.sum().backward()
+        results.append([out.detach().numpy(), x.grad.numpy(), layer.weight.grad.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_dense_stand_ins_for_sparse_tensors_and_mH() -> None:
+    data = np.array([[0.0, 2.0, 0.0], [1.5, 0.0, -1.0]])
+    results = []
+    for engine in (torch, gs):
+        dense = engine.tensor(data, requires_grad=True)
+        sparse = dense.to_sparse().coalesce()
+        values = sparse.values()
+        (values * engine.tensor([1.0, 2.0, 3.0], dtype=engine.float64)).sum().backward()
+        product = engine.sparse.mm(engine.tensor(data).to_sparse(), engine.ones(3, 2, dtype=engine.float64))
+        results.append([sparse.indices().numpy(), values.detach().numpy(), dense.grad.numpy(), product.numpy(),
+                        engine.tensor(data).mH.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_array_equal(got, want)
