@@ -73,6 +73,9 @@ class Run:
             return None
         label = str(resolved.value)
         source = resolved.source if resolved.source != "default" else f"--{name}"
+        if label.strip() == "-":
+            self.app.abort(f"{source} -: give a file name ('-' does not mean stdout here; /dev/stdout does, when "
+                           "stdout carries nothing else)", ExitCode.USAGE)
         path = Path(os.path.abspath(Path(resolved.base or Path.cwd()) / os.path.expanduser(label)))
         if suffixes and path.suffix.lower() not in suffixes:
             self.app.abort(f"{source} {label}: use a file name ending in {' or '.join(suffixes)}", ExitCode.USAGE)

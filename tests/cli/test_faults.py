@@ -346,6 +346,10 @@ def output_cases() -> list[Case]:
     return [
         Case("log-missing-directory", ["watch", "model.py", "--log", "no/such/dir/run.jsonl"], 2,
              "--log no/such/dir/run.jsonl: cannot write there: directory", marker, check=_model_not_run),
+        Case("log-dash", ["watch", "model.py", "--log", "-"], 2, "--log -: give a file name", marker,
+             check=lambda root, result: (_model_not_run(root, result), not (root / "-").exists() or pytest.fail("-"))),
+        Case("save-dash", ["inspect", "model.py", "--save", "-"], 2, "--save -: give a file name", marker,
+             check=_model_not_run),
         Case("log-is-directory", ["watch", "model.py", "--log", "."], 2, "--log .: cannot write there: is a directory",
              marker, check=_model_not_run),
         Case("bundle-missing-directory", ["watch", "model.py", "--nan", "--bundle", "nope/b.npz"], 2,
