@@ -200,7 +200,11 @@ def _model_file(app: App, argument: str | None, configured: Resolved, config: An
         app.abort(f"missing MODEL: give the model file, or set model = \"path/to/model.py\" {where}", ExitCode.USAGE)
     path = Path(configured.base) / configured.value
     relative = os.path.relpath(path)
-    return relative if not relative.startswith("..") else str(path)
+    shown = relative if not relative.startswith("..") else str(path)
+    if not path.exists():
+        app.abort(f"{shown}: model file not found (from {configured.source} = {configured.value!r})",
+                  ExitCode.MODEL_ERROR)
+    return shown
 
 
 def _model_argv(model_file: str) -> Any:
