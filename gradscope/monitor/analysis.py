@@ -283,9 +283,14 @@ def _cut_for(module: str, cuts: Mapping[str, str]) -> str | None:
 DIVERGENCE_FACTOR = 100.0
 
 
-def diverged(loss_before: float, loss_after: float, factor: float = DIVERGENCE_FACTOR) -> bool:
-    """True when the loss grew by at least ``factor`` from one step to the next (both finite)."""
+def diverged(loss_before: float, loss_after: float, factor: float = DIVERGENCE_FACTOR,
+             highest: float | None = None) -> bool:
+    """True when the loss grew by at least ``factor`` from one step to the next (both finite) and,
+    when ``highest`` (the largest loss of the earlier steps) is given, rose above it: a loss that
+    training had brought down to 0.001 and that bounces back to 0.1 has not diverged."""
     if not (math.isfinite(loss_before) and math.isfinite(loss_after)):
+        return False
+    if highest is not None and abs(loss_after) <= highest:
         return False
     return abs(loss_after) >= factor * max(abs(loss_before), 1e-12)
 

@@ -201,8 +201,9 @@ def preserved(model: Any, engine: Engine) -> Iterator[None]:
 
 
 class DivergenceTracker:
-    """Notice the first step whose loss is orders of magnitude above the previous step's, and
-    measure the update in between: ``|p_k - p_(k-1)| / |p_(k-1)|`` per parameter, from copies of
+    """Notice the first step whose loss is orders of magnitude above the previous step's (and
+    above every earlier loss), and measure the update in between: ``|p_k - p_(k-1)| / |p_(k-1)|``
+    per parameter, from copies of
     the parameters taken at the start of each step (on the parameters' device; a replay snapshot's
     copies when there is one). Only when the loss jumps are the copies read on the host.
 
@@ -217,6 +218,7 @@ class DivergenceTracker:
         self.divergence: Divergence | None = None
         self._previous: tuple[StepRecord, dict[str, Any]] | None = None
         self._current: dict[str, Any] = {}
+        self._highest = 0.0
 
     def start(self, parameters: list[tuple[str, Any]], copies: dict[str, Any] | None = None) -> None:
         """Remember the parameters as the step starts (``copies``: already taken ones)."""
@@ -228,7 +230,7 @@ class DivergenceTracker:
         """Compare the step's loss with the previous step's."""
         if self.divergence is not None:
             return
-        if self._previous is not None and diverged(self._previous[0].loss, record.loss):
+        if self._previous is not None and diverged(self._previous[0].loss, record.loss, highest=self._highest):
             previous, before = self._previous
             ratios = []
             for name, now in self._current.items():
@@ -242,6 +244,8 @@ class DivergenceTracker:
             self.divergence = Divergence(step=record.step, loss_before=previous.loss, loss_after=record.loss,
                                          update_ratios=tuple(ratios), zeroed_layers=zeroed)
         self._previous = (record, self._current)
+        if math.isfinite(record.loss):
+            self._highest = max(self._highest, abs(record.loss))
 
     def _host(self, value: Any) -> np.ndarray:
         array = value if isinstance(value, np.ndarray) else self._engine.to_numpy(value)

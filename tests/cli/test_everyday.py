@@ -367,3 +367,21 @@ def test_root_module_is_called_model_everywhere_people_read(gradscope):
     assert data["modules"][0]["name"] == "" and data["modules"][0]["calls"] == 1
     watch = gradscope.json("watch", sample("nan_forward"), "--steps", "10", "--nan", code=1)
     assert watch["first_nonfinite"]["propagated"] == ["net.0", "net.1", "net.2", "net"]
+
+
+def test_a_loss_that_bounces_back_below_where_it_started_has_not_diverged():
+    """Training brought the loss from 3 down to 0.001; a jump back to 0.1 (x100) is noise, not a
+    divergence. A jump above every earlier loss is."""
+    from gradscope.engines import get_engine
+    from gradscope.monitor.analysis import diverged
+    from gradscope.monitor.diagnose import DivergenceTracker
+    from gradscope.monitor.records import StepRecord
+
+    import numpy as np
+
+    assert diverged(0.001, 0.12) and not diverged(0.001, 0.12, highest=3.0) and diverged(0.5, 60.0, highest=3.0)
+    tracker = DivergenceTracker(get_engine("gradscope"))
+    for step, loss in enumerate([3.0, 0.5, 0.001, 0.12, 0.002, 500.0]):
+        tracker.start([], {"fc.weight": np.full(4, float(step + 1))})
+        tracker.finish(StepRecord(step, loss, 1.0, (("fc", 1.0),)))
+    assert tracker.divergence is not None and tracker.divergence.step == 5
