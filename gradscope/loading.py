@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from gradscope.engines import Engine, EngineError, engine_of, get_engine, select_engine
 from gradscope.errors import ModelError
-from gradscope.utils.usercode import describe_raise, passes_through
+from gradscope.utils.usercode import describe_raise, describe_syntax_error, passes_through
 
 __all__ = ["ModelFileError", "UserCodeError", "Batch", "Workload", "load_model_file"]
 
@@ -260,9 +260,8 @@ def load_model_file(path: str | Path, seed: int = 0, engine: str | None = None) 
     resolved = file.resolve()
     try:
         code = compile(source, str(resolved), "exec")
-    except SyntaxError as exc:
-        text = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
-        raise ModelFileError(f"{label}:{exc.lineno}: syntax error: {exc.msg}{text}") from exc
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes, on Python before 3.11.4
+        raise ModelFileError(describe_syntax_error(label, exc)) from exc
 
     module = types.ModuleType(f"gradscope_model_{next(_module_counter)}")
     module.__file__ = str(resolved)

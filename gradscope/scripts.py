@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from gradscope.errors import ModelError
-from gradscope.utils.usercode import describe_raise, passes_through
+from gradscope.utils.usercode import describe_raise, describe_syntax_error, passes_through
 
 # gradscope's monitor package: its frames are left out of the script's traceback.
 _MONITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor")
@@ -125,8 +125,8 @@ def _compile(absolute: str, path: str) -> types.CodeType:
         raise ScriptNotFound(f"{path}: cannot read the script ({exc.strerror})") from exc
     try:
         return compile(source, absolute, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        raise ScriptNotFound(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes, on Python before 3.11.4
+        raise ScriptNotFound(describe_syntax_error(path, exc)) from exc
 
 
 def _exit_result(exc: SystemExit) -> ScriptResult:

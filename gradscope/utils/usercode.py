@@ -107,6 +107,16 @@ def describe_raise(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}" + (f": {first}" if first else "")
 
 
+def describe_syntax_error(label: str, exc: Exception) -> str:
+    """One line for a file that does not compile: ``model.py:3: syntax error: invalid syntax: def f(:``
+    (without the line number when Python gives none, as for a file holding null bytes)."""
+    line = getattr(exc, "lineno", None)
+    message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    source = getattr(exc, "text", None)
+    text = f": {source.strip()}" if isinstance(source, str) and source.strip() else ""
+    return f"{label}{f':{line}' if line else ''}: syntax error: {message}{text}"
+
+
 @contextlib.contextmanager
 def model_argv(path: str) -> Iterator[None]:
     """Run the block with ``sys.argv == [path]`` and argparse errors raised as :class:`ArgumentParserExit`."""

@@ -273,6 +273,8 @@ def option_cases() -> list[Case]:
             text = "[tool.gradscope]\n" + section + "\n"
         cases.append(Case(name, argv + ["--format", "json"] if argv[0] != "graph" else argv, 2, message,
                           {"model.py": MARKER_MODEL, "pyproject.toml": text}, stdout="empty", check=_model_not_run))
+    cases.append(Case("model-null-bytes", ["inspect", "model.py", "--format", "json"], 3,
+                      "model.py: syntax error: source code", {"model.py": b"x = 1\x00\n"}, stdout="empty"))
     cases.append(Case("config-model-missing", ["inspect", "--format", "json"], 3,
                       "sub/nope.py: model file not found (from pyproject.toml: tool.gradscope.model = 'sub/nope.py')",
                       {"pyproject.toml": '[tool.gradscope]\nmodel = "sub/nope.py"\n'}, stdout="empty"))
