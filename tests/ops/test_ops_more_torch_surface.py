@@ -119,3 +119,14 @@ def test_dense_stand_ins_for_sparse_tensors_and_mH() -> None:
                         engine.tensor(data).mH.numpy()])
     for want, got in zip(*results):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linspace_is_bit_identical_to_torch(dtype: str) -> None:
+    """Sampling grids (affine_grid) land on pixel edges exactly where torch's do only if the
+    coordinates agree to the last bit."""
+    for steps in list(range(0, 40)) + [224, 1001]:
+        for start, end in ((-1, 1), (0, 10), (0.5, -3.2)):
+            want = torch.linspace(start, end, steps, dtype=getattr(torch, dtype)).numpy()
+            got = gs.linspace(start, end, steps, dtype=getattr(gs, dtype)).numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"{start}..{end} in {steps} steps")
