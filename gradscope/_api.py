@@ -72,3 +72,23 @@ def is_floating_point(t: Tensor) -> bool:
 
 globals().update(_LEGACY_TYPES)
 
+
+
+def _accept_numpy_style_keywords() -> None:
+    """``gs.sum(x, axis=1, keepdims=True)`` works as in PyTorch: wrap every op taking ``dim``/``keepdim``."""
+    import types
+
+    from gradscope.ops._util import numpy_style_keywords
+
+    import gradscope
+
+    namespace = globals()
+    package = vars(gradscope)  # may already hold names copied while this module was importing
+    for name, value in list(namespace.items()):
+        if isinstance(value, types.FunctionType) and value.__module__.startswith("gradscope.ops."):
+            namespace[name] = numpy_style_keywords(value)
+            if package.get(name) is value:
+                package[name] = namespace[name]
+
+
+_accept_numpy_style_keywords()

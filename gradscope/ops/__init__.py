@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradscope.autograd.tensor import Tensor
+from gradscope.ops._util import numpy_style_keywords
 from gradscope.ops import (arith, creation, elementwise, indexing, inplace, linalg, pointwise, reduce, shape,
                            sorting)
 
@@ -111,7 +112,7 @@ _RESHAPING_INPLACE_OF = ("t", "transpose", "unsqueeze", "squeeze", "swapaxes", "
 
 def _install() -> None:
     for name, fn in _METHODS.items():
-        setattr(Tensor, name, fn)
+        setattr(Tensor, name, numpy_style_keywords(fn))
     for name in _INPLACE_OF:
         if name + "_" not in _METHODS:
             setattr(Tensor, name + "_", inplace.inplace_of(_METHODS[name], name + "_"))

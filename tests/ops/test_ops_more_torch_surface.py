@@ -130,3 +130,16 @@ def test_linspace_is_bit_identical_to_torch(dtype: str) -> None:
             want = torch.linspace(start, end, steps, dtype=getattr(torch, dtype)).numpy()
             got = gs.linspace(start, end, steps, dtype=getattr(gs, dtype)).numpy()
             np.testing.assert_array_equal(got, want, err_msg=f"{start}..{end} in {steps} steps")
+
+
+@pytest.mark.parametrize("call", [
+    lambda e, x: x.sum(1, keepdims=True), lambda e, x: e.sum(x, axis=0), lambda e, x: x.mean(axis=1, keepdims=True),
+    lambda e, x: x.var(0, keepdims=True, unbiased=True), lambda e, x: x.amax(axis=1), lambda e, x: x.max(axis=0)[0],
+    lambda e, x: e.cat([x, x], axis=1), lambda e, x: x.cumsum(axis=1), lambda e, x: e.softmax(x, axis=1),
+    lambda e, x: x.logsumexp(axis=1, keepdims=True), lambda e, x: x.argmax(axis=1, keepdims=True),
+    lambda e, x: x.unsqueeze(axis=0).squeeze(axis=0), lambda e, x: e.stack([x, x], axis=2),
+], ids=["sum-keepdims", "sum-axis", "mean", "var", "amax", "max", "cat", "cumsum", "softmax", "logsumexp", "argmax",
+        "squeeze", "stack"])
+def test_numpy_style_axis_and_keepdims_keywords_work_as_in_torch(call: object) -> None:
+    data = RNG.standard_normal((3, 4))
+    np.testing.assert_allclose(call(gs, gs.tensor(data)).numpy(), call(torch, torch.tensor(data)).numpy(), rtol=1e-12)
