@@ -813,6 +813,76 @@ _INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
 _MODE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
 
 
+def _pair(value: Any, name: str) -> tuple:
+    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return tuple(int(v) for v in pair)
+
+
+def _patch_index(height: int, width: int, kernel: tuple, dilation: tuple, stride: tuple) -> tuple:
+    """Flat (H*W) positions of every kernel tap for every output position: (kh, kw, out_h, out_w)."""
+    out_h = (height - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+    out_w = (width - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    if out_h <= 0 or out_w <= 0:
+        raise RuntimeError(f"Given input with spatial size ({height}, {width}), kernel_size={kernel}, "
+                           f"dilation={dilation}, the calculated shape of the array of sliding blocks is "
+                           f"({out_h}, {out_w}), but its components must be at least one.")
+    rows = (np.arange(kernel[0]) * dilation[0])[:, None] + (np.arange(out_h) * stride[0])[None, :]
+    cols = (np.arange(kernel[1]) * dilation[1])[:, None] + (np.arange(out_w) * stride[1])[None, :]
+    return rows[:, None, :, None] * width + cols[None, :, None, :], out_h * out_w
+
+
+def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
+    """Sliding local blocks (im2col): (N, C, H, W) -> (N, C * kh * kw, L)."""
+    if input.dim() not in (3, 4):
+        raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.dim()}D)")
+    batched = input.dim() == 4
+    x = input if batched else shape.unsqueeze(input, 0)
+    kernel, dilation, padding, stride = (_pair(v, n) for v, n in ((kernel_size, "kernel_size"),
+                                                                  (dilation, "dilation"), (padding, "padding"),
+                                                                  (stride, "stride")))
+    if any(padding):
+        x = pad(x, (padding[1], padding[1], padding[0], padding[0]))
+    n, channels, height, width = (int(v) for v in x.shape)
+    index, blocks = _patch_index(height, width, kernel, dilation, stride)
+    flat = shape.reshape(x, (n, channels, height * width))
+    patches = flat[:, :, Tensor._make(index.reshape(-1).astype(np.int64))]
+    out = shape.reshape(patches, (n, channels * kernel[0] * kernel[1], blocks))
+    return out if batched else shape.squeeze(out, 0)
+
+
+def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+         stride: Any = 1) -> Tensor:
+    """Sum sliding local blocks back into an image (col2im): (N, C * kh * kw, L) -> (N, C, H, W)."""
+    if input.dim() not in (2, 3):
+        raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
+                                  f"(got {input.dim()}D)")
+    batched = input.dim() == 3
+    x = input if batched else shape.unsqueeze(input, 0)
+    size, kernel, dilation, padding, stride = (_pair(v, n) for v, n in (
+        (output_size, "output_size"), (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+        (stride, "stride")))
+    height, width = size[0] + 2 * padding[0], size[1] + 2 * padding[1]
+    index, blocks = _patch_index(height, width, kernel, dilation, stride)
+    n, rows, count = (int(v) for v in x.shape)
+    taps = kernel[0] * kernel[1]
+    if rows % taps:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={rows} and kernel_size={kernel}")
+    if count != blocks:
+        raise RuntimeError(f"Given output_size={size}, kernel_size={kernel}, dilation={dilation}, "
+                           f"padding={padding}, stride={stride}, expected size of input's dimension 2 to match the "
+                           f"calculated number of sliding blocks {blocks}, but got input.size(2)={count}.")
+    channels = rows // taps
+    values = shape.reshape(x, (n, channels, taps * blocks))
+    canvas = Tensor._make(np.zeros((n, channels, height * width), dtype=x._data.dtype))
+    out = shape.reshape(indexing.index_add(canvas, 2, Tensor._make(index.reshape(-1).astype(np.int64)), values),
+                        (n, channels, height, width))
+    out = out[:, :, padding[0]:padding[0] + size[0], padding[1]:padding[1] + size[1]]
+    return out if batched else shape.squeeze(out, 0)
+
+
 def _warn_align_corners(align_corners: bool | None, name: str) -> bool:
     if align_corners is None:
         warnings.warn(f"Default {name} behavior has changed to align_corners=False since 1.3.0. Please specify "
