@@ -25,6 +25,7 @@ from gradscope.ops.creation import (Generator, arange, bernoulli, logspace, norm
 from gradscope.ops.indexing import gather, index_select, masked_fill, scatter_add, tril, triu
 from gradscope.ops.pointwise import (abs, clamp, cos, erf, exp, isfinite, isinf, isnan, log, log1p, maximum,
                                      minimum, nan_to_num, relu, rsqrt, sigmoid, sign, sin, sqrt, tanh, where)
+from gradscope.ops.elementwise import erfc, erfinv
 from gradscope.ops.elementwise import (acos, acosh, addcdiv, addcmul, arctan2, asin, asinh, atan, atan2, atanh,
                                        bitwise_and, bitwise_or, bitwise_xor, ceil, clamp_max, clamp_min, cosh,
                                        expm1, floor, fmod, frac, lerp, log2, log10, logaddexp, logit, reciprocal,
@@ -37,8 +38,9 @@ from gradscope.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, cdist, di
 from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, masked_select, nonzero, scatter,
                                     take)
 from gradscope.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, log_softmax,
-                                  logsumexp, max, mean, min, norm, prod, softmax, std, std_mean, sum, var,
-                                  var_mean)
+                                  logsumexp, max, mean, min, nanmean, nansum, norm, prod, softmax, std, std_mean,
+                                  sum, var, var_mean)
+from gradscope.ops.shape import diff, ravel, take_along_dim
 from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, clone, column_stack, concat,
                                  concatenate, diag, diag_embed, diagflat, diagonal, dstack, flatten, flip, fliplr,
                                  flipud, hstack, meshgrid, movedim, narrow, permute, repeat, repeat_interleave,
