@@ -11,6 +11,13 @@ initial ``state_dict`` into the gradscope model, feeds both the same numpy data 
 * what the training loop returns (losses, metrics) and every parameter and buffer after it;
 * what ``corpus_eval`` returns (evaluation, generation, sampling), where a file has it.
 
+The entry points: ``corpus_model()`` (a module, a dict of modules, or a plain object with
+``parameters()``), ``corpus_batch(rng)`` (built from a numpy generator), ``corpus_loss(model, batch)``,
+``corpus_train(model, batch)`` and optionally ``corpus_eval(model, batch)``. Module-level settings:
+``CORPUS_FLOAT64 = False`` where the code fixes float32, ``CORPUS_TRAIN_MODE = False`` where a fixed
+``F.dropout`` rate forces evaluation mode, ``CORPUS_TOLERANCE`` where rounding is amplified (the
+reason is written beside it).
+
 Random draws the files make while running (``torch.randn``, ``multinomial``, ``Categorical``
 samples, ...) are taken from torch's generators in both runs, so that both engines see the same
 numbers (models written as plain classes holding tensors, makemore style, get identical weights
