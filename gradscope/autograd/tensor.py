@@ -158,6 +158,7 @@ class Tensor:
         return self.grad_fn is None
 
     is_cuda = False
+    is_cpu = True
     is_xpu = False
     is_mps = False
     is_meta = False

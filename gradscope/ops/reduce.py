@@ -506,3 +506,20 @@ def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     if node is not None:
         node.axis = axis
     return result(out, node)
+
+
+def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """``sum`` treating NaN as zero."""
+    from gradscope.ops.indexing import masked_fill
+
+    return sum(masked_fill(input, Tensor._make(np.isnan(input._data)), 0.0), dim, keepdim, dtype=dtype)
+
+
+def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """``mean`` over the values that are not NaN."""
+    from gradscope.ops import arith
+
+    count = np.sum(~np.isnan(input._data), axis=None if dim is None else _axes(dim, input._data.ndim),
+                   keepdims=keepdim)
+    total = nansum(input, dim, keepdim, dtype=dtype)
+    return arith.div(total, Tensor._make(np.asarray(count, dtype=total._data.dtype)))
