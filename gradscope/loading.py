@@ -219,8 +219,8 @@ class Workload:
             module = module_frame.f_locals["self"]
             name = self.module_names().get(id(module))
             if name is not None:
-                where = repr(name) if name else "(the model itself)"
-                message += f" [in module {where} ({type(module).__name__})"
+                where = f"module {name!r}" if name else "the model"
+                message += f" [in {where} ({type(module).__name__})"
                 shapes = _input_shapes(module_frame)
                 if shapes:
                     message += f", input shape {shapes}"

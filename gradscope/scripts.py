@@ -25,7 +25,7 @@ from gradscope.utils.usercode import describe_raise, passes_through
 # gradscope's monitor package: its frames are left out of the script's traceback.
 _MONITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor")
 
-__all__ = ["ScriptError", "ScriptNotFound", "ScriptResult", "run_script", "when_imported"]
+__all__ = ["ScriptError", "ScriptNotFound", "ScriptResult", "check_script", "run_script", "when_imported"]
 
 
 class ScriptNotFound(ModelError):
@@ -100,6 +100,15 @@ def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResul
         else:
             sys.modules.pop("__main__", None)
     return ScriptResult(0)
+
+
+def check_script(path: str) -> None:
+    """Check that ``path`` is a Python script that can be run (before starting processes for it).
+
+    Raises:
+        ScriptNotFound: it does not exist, is not a regular file, cannot be read, or has a syntax error.
+    """
+    _compile(os.path.abspath(path), path)
 
 
 def _compile(absolute: str, path: str) -> types.CodeType:

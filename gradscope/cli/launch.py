@@ -114,12 +114,13 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
 def launch(app: App, nproc: int, script: str, args: list[str], options: Any, output_format: str,
            log_path: str | None, debug: bool) -> int:
     """Run ``script`` on ``nproc`` local processes and print rank 0's report; returns the exit code."""
+    from gradscope.scripts import check_script
+
+    check_script(script)
     try:
         from gradscope.engines.torch_distributed import launch_local
     except ImportError:
         app.abort("--nproc needs PyTorch with torch.distributed (pip install 'gradscope[torch]')", ExitCode.USAGE)
-    if not os.path.isfile(script):
-        app.abort(f"{script}: no such script", ExitCode.MODEL_ERROR)
     with tempfile.TemporaryDirectory(prefix="gradscope-run-") as directory:
         result_path = os.path.join(directory, "result.pickle")
         arguments = worker_arguments(options, output_format, log_path, debug, script, args)

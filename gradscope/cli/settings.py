@@ -192,6 +192,9 @@ class TextList(Kind):
 #: The most training steps a command runs: a larger ``--steps`` is a typo, not a plan.
 MAX_STEPS = 1_000_000
 
+#: The most local processes ``run --nproc`` starts: more is a typo (and would swamp the machine).
+MAX_PROCESSES = 64
+
 # Pairs of settings where the first must be below the second when the user sets both.
 _BELOW = (("min_norm", "max_norm"),)
 
@@ -236,7 +239,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("ignore", TextList()),
     Setting("engine", Choice(("gradscope", "torch"))),
     Setting("layers", TextList()),
-    Setting("nproc", Integer(minimum=1), config=False),
+    Setting("nproc", Integer(minimum=1, limit=MAX_PROCESSES), config=False),
 )}
 
 

@@ -73,6 +73,9 @@ class Run:
             return None
         label = str(resolved.value)
         source = resolved.source if resolved.source != "default" else f"--{name}"
+        if label.strip() == "-":
+            self.app.abort(f"{source} -: give a file name ('-' does not mean stdout here; /dev/stdout does, when "
+                           "stdout carries nothing else)", ExitCode.USAGE)
         path = Path(os.path.abspath(Path(resolved.base or Path.cwd()) / os.path.expanduser(label)))
         if suffixes and path.suffix.lower() not in suffixes:
             self.app.abort(f"{source} {label}: use a file name ending in {' or '.join(suffixes)}", ExitCode.USAGE)
@@ -173,6 +176,10 @@ def start(ctx: click.Context, config_only: Sequence[str] = (), model: bool = Tru
         app.abort(str(error), ExitCode.USAGE)
     if config.note:
         app.note(config.note)
+    for name in config.per_command.get(command, {}):
+        if name not in settings:
+            app.warn(f"{config.label}: tool.gradscope.{command}.{name}: 'gradscope {command}' has no such option; "
+                     "ignored")
     run = Run(app=app, command=command, settings=settings)
     if model:
         run.model_file = _model_file(app, ctx.params.get("model_file"), settings["model"], config)
@@ -193,7 +200,11 @@ def _model_file(app: App, argument: str | None, configured: Resolved, config: An
         app.abort(f"missing MODEL: give the model file, or set model = \"path/to/model.py\" {where}", ExitCode.USAGE)
     path = Path(configured.base) / configured.value
     relative = os.path.relpath(path)
-    return relative if not relative.startswith("..") else str(path)
+    shown = relative if not relative.startswith("..") else str(path)
+    if not path.exists():
+        app.abort(f"{shown}: model file not found (from {configured.source} = {configured.value!r})",
+                  ExitCode.MODEL_ERROR)
+    return shown
 
 
 def _model_argv(model_file: str) -> Any:

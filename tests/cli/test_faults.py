@@ -273,6 +273,9 @@ def option_cases() -> list[Case]:
             text = "[tool.gradscope]\n" + section + "\n"
         cases.append(Case(name, argv + ["--format", "json"] if argv[0] != "graph" else argv, 2, message,
                           {"model.py": MARKER_MODEL, "pyproject.toml": text}, stdout="empty", check=_model_not_run))
+    cases.append(Case("config-model-missing", ["inspect", "--format", "json"], 3,
+                      "sub/nope.py: model file not found (from pyproject.toml: tool.gradscope.model = 'sub/nope.py')",
+                      {"pyproject.toml": '[tool.gradscope]\nmodel = "sub/nope.py"\n'}, stdout="empty"))
     cases.append(Case("commands-file-not-utf8", ["debug", "model.py", "--commands-file", "cmds.txt"], 2,
                       "--commands-file cmds.txt: not UTF-8 text", {"model.py": MARKER_MODEL, "cmds.txt": b"where\xff\n"},
                       check=_model_not_run))
@@ -346,6 +349,10 @@ def output_cases() -> list[Case]:
     return [
         Case("log-missing-directory", ["watch", "model.py", "--log", "no/such/dir/run.jsonl"], 2,
              "--log no/such/dir/run.jsonl: cannot write there: directory", marker, check=_model_not_run),
+        Case("log-dash", ["watch", "model.py", "--log", "-"], 2, "--log -: give a file name", marker,
+             check=lambda root, result: (_model_not_run(root, result), not (root / "-").exists() or pytest.fail("-"))),
+        Case("save-dash", ["inspect", "model.py", "--save", "-"], 2, "--save -: give a file name", marker,
+             check=_model_not_run),
         Case("log-is-directory", ["watch", "model.py", "--log", "."], 2, "--log .: cannot write there: is a directory",
              marker, check=_model_not_run),
         Case("bundle-missing-directory", ["watch", "model.py", "--nan", "--bundle", "nope/b.npz"], 2,
@@ -825,3 +832,12 @@ def test_bundle_without_nan_or_inf_is_a_warning(gradscope, tmp_path):
     stderr = gradscope("watch", "model.py", "--steps", "1", "--bundle", "b.npz", code=0).stderr
     assert "warning: --bundle b.npz: a replay bundle is only written with --nan or --inf; ignored" in stderr
     assert "warning" not in gradscope("watch", "model.py", "--steps", "1", "--nan", "--bundle", "b.npz", code=0).stderr
+
+
+def test_a_command_table_key_the_command_does_not_take_is_a_warning(gradscope, tmp_path):
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "pyproject.toml").write_text("[tool.gradscope.inspect]\nclip = 1.0\n[tool.gradscope.watch]\nclip = 1.0\n")
+    stderr = gradscope("inspect", "model.py", code=0).stderr
+    assert "warning: pyproject.toml: tool.gradscope.inspect.clip: 'gradscope inspect' has no such option; ignored" \
+        in stderr
+    assert "warning" not in gradscope("watch", "model.py", "--steps", "1", code=0).stderr

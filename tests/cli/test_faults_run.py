@@ -111,6 +111,10 @@ def script_cases() -> list[Case]:
              {"train.py": b"x = '\xff\xfe'\n"}),
         Case("script-missing-json", ["run", "--format", "json", "nope.py"], 3, "no such script"),
         Case("no-script", ["run"], 2, "Missing argument 'SCRIPT'"),
+        Case("nproc-script-missing", ["run", "--nproc", "2", "nope.py"], 3, "nope.py: no such script"),
+        Case("nproc-script-is-directory", ["run", "--nproc", "2", "."], 3, ".: is a directory"),
+        Case("nproc-script-syntax-error", ["run", "--nproc", "2", "train.py"], 3, "train.py:1: syntax error",
+             {"train.py": "def f(:\n"}),
     ]
 
 
@@ -139,7 +143,12 @@ def option_cases() -> list[Case]:
         toml = text if text.startswith("[") else f"[tool.gradscope]\n{text}"
         cases.append(Case(f"config-{name}", ["run", "train.py"], 2, message,
                           {"train.py": TRAIN, "pyproject.toml": toml + "\n"}))
+    for value in ("0", "-1", "two", "100000"):
+        cases.append(Case(f"nproc-{value}", ["run", "--nproc", value, "train.py"], 2, "--nproc: expected",
+                          {"train.py": TRAIN}))
     cases += [
+        Case("nproc-in-config", ["run", "train.py"], 2, "unknown key 'nproc'",
+             {"train.py": TRAIN, "pyproject.toml": "[tool.gradscope.run]\nnproc = 2\n"}),
         Case("clip-mode-flag-unknown", ["run", "--clip-mode", "max", "train.py"], 2, "--clip-mode: expected one of",
              {"train.py": TRAIN}),
         Case("format-junit-refused", ["run", "--format", "junit", "train.py"], 2, "'junit' is not one of",

@@ -143,7 +143,7 @@ def batch(step):
     return gs.randn(5, 3), gs.randn(5, 2)
 """
     err = run_error(gradscope, write(tmp_path, body))
-    assert "(the model itself) (Net), input shape (5, 3)]" in err
+    assert "[in the model (Net), input shape (5, 3)]" in err
     assert "(line 11)" in err
 
 
