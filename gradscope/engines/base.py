@@ -271,34 +271,35 @@ class Engine:
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the
     array holds them."""
-    flat = array.reshape(-1)
-    if flat.size == 0:
-        return 0.0
-    if flat.dtype.kind != "f":
-        flat = flat.astype(np.float64)
-    value = float(np.dot(flat, flat))
-    if not math.isfinite(value) and np.isfinite(flat).all():
-        flat64 = flat.astype(np.float64)
-        value = float(np.dot(flat64, flat64))
+    if array.dtype.kind != "f":
+        array = array.astype(np.float64)
+    value = float(np.vdot(array, array))  # (0.0 when empty)
+    if not math.isfinite(value) and np.isfinite(array).all():
+        flat64 = array.astype(np.float64)
+        value = float(np.vdot(flat64, flat64))
     return value
 
 
 #: Arrays up to this many elements are reduced together in one pass (per-call overhead dominates).
 BATCH_LIMIT = 1 << 15
+#: ... when there are at least this many of them (below, one call per array is faster).
+BATCH_MIN = 8
+_FLOAT32 = np.dtype(np.float32)
 
 
 def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:
-    """:func:`squared_norm` of each array (None for None); small float arrays of one dtype are
-    squared and summed together in one pass (a non-finite result is recomputed on its own, so a
-    float32 overflow of finite values is not reported as Inf)."""
-    if len(arrays) == 1:
-        return [None if arrays[0] is None else squared_norm(arrays[0])]
+    """:func:`squared_norm` of each array (None for None); small float32 arrays are squared and
+    summed together in one pass when there are many (a non-finite result is recomputed on its own,
+    so a float32 overflow of finite values is not reported as Inf)."""
+    if len(arrays) < BATCH_MIN:
+        return [None if array is None else squared_norm(array) for array in arrays]
     result: list[float | None] = [None] * len(arrays)
     small = [index for index, array in enumerate(arrays)
-             if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == np.float32]
-    if len(small) > 1:
+             if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == _FLOAT32]
+    if len(small) >= BATCH_MIN:
         chosen = [arrays[index] for index in small]
-        offsets = np.cumsum([0] + [array.size for array in chosen[:-1]])
+        offsets = np.zeros(len(chosen), dtype=np.intp)
+        np.cumsum([array.size for array in chosen[:-1]], out=offsets[1:])
         flat = np.concatenate(chosen, axis=None)
         np.multiply(flat, flat, out=flat)
         for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):

@@ -141,30 +141,40 @@ class ModuleGradientHooks(_HookOwner):
         self._call_started(call)
 
     def _forward_post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
-        call = self._pop(module)
-        if call is None:
-            return
-        for tensor in self.engine.tensors_in(kwargs) if kwargs else ():
+        stack = self._stack
+        if stack and stack[-1].module is module:
+            call = stack.pop()
+        else:
+            call = self._pop(module)
+            if call is None:
+                return
+        tensors_in = self.engine.tensors_in
+        if kwargs:
             # keyword arguments are not given to global forward pre-hooks: their edges are taken here
-            if tensor.requires_grad:
-                if tensor.grad_fn is None:
-                    call.leaves.add(id(tensor))
-                else:
-                    call.edges.add((tensor.grad_fn, tensor.output_nr))
-        outputs = [t for t in self.engine.tensors_in(output) if t.requires_grad]
+            for tensor in tensors_in(kwargs):
+                if tensor.requires_grad:
+                    if tensor.grad_fn is None:
+                        call.leaves.add(id(tensor))
+                    else:
+                        call.edges.add((tensor.grad_fn, tensor.output_nr))
+        outputs = [t for t in tensors_in(output) if t.requires_grad]
         boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
+        handles = self._handles
         # An output made by a node that also sends gradient to the inputs (a leaf module's
         # single op) is seen by that node's post-hook: one hook instead of two.
         output_slots: dict = {}
         for tensor in outputs:
             node = tensor.grad_fn
-            if node in boundary and tensor.output_nr not in output_slots.setdefault(node, []):
-                output_slots[node].append(tensor.output_nr)
-            else:
-                self._handles.append(tensor.register_hook(partial(self._grad_output, call)))
+            if node in boundary:
+                slots = output_slots.setdefault(node, [])
+                output_nr = tensor.output_nr
+                if output_nr not in slots:
+                    slots.append(output_nr)
+                    continue
+            handles.append(tensor.register_hook(partial(self._grad_output, call)))
+        node_hook = self._node_hook
         for node, slots in boundary.items():
-            self._handles.append(node.register_hook(partial(self._node_hook, call, slots,
-                                                            tuple(output_slots.get(node, ())))))
+            handles.append(node.register_hook(partial(node_hook, call, slots, tuple(output_slots.get(node, ())))))
 
     def _pop(self, module: Any) -> ModuleCall | None:
         """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
@@ -177,39 +187,42 @@ class ModuleGradientHooks(_HookOwner):
 
     def _walk(self, call: ModuleCall, outputs: list) -> dict:
         """The nodes created by ``call`` that send gradient to its inputs: ``node -> slots``."""
-        edges, leaves, owner = call.edges, call.leaves, self.owner
+        edges, leaves = call.edges, call.leaves
+        owner = self.owner if self.track_owners else None
         boundary: dict = {}
         stack = []
         for tensor in outputs:
             node = tensor.grad_fn
-            if node is not None and (node, tensor.output_nr) not in edges and node not in stack:
+            if node is not None and node not in stack and (node, tensor.output_nr) not in edges:
                 stack.append(node)
         seen = set(stack)
-        track = self.track_owners
         while stack:
             node = stack.pop()
-            if track and node not in owner:
+            if owner is not None and node not in owner:
                 owner[node] = call
-            for index, (child, output_nr) in enumerate(node.next_functions):
+            slots = []
+            for index, edge in enumerate(node.next_functions):
+                child = edge[0]
                 if child is None:
                     continue
-                if type(child).__name__ == _ACCUMULATE:
+                if edge in edges:
+                    slots.append(index)
+                elif type(child).__name__ == _ACCUMULATE:
                     if id(child.variable) in leaves:
-                        boundary.setdefault(node, []).append(index)
-                elif (child, output_nr) in edges:
-                    boundary.setdefault(node, []).append(index)
+                        slots.append(index)
                 elif child not in seen:
                     seen.add(child)
                     stack.append(child)
-        return {node: tuple(slots) for node, slots in boundary.items()}
+            if slots:
+                boundary[node] = tuple(slots)
+        return boundary
 
     def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
                    grad_outputs: tuple) -> tuple | None:
         for index in output_slots:
             if grad_outputs[index] is not None:
                 self._grad_output(call, grad_outputs[index])
-        grads = [grad_inputs[index] for index in slots]
-        replaced = self._grad_input(call, grads)
+        replaced = self._grad_input(call, [grad_inputs[index] for index in slots])
         if replaced is None:
             return None
         result = list(grad_inputs)
@@ -243,21 +256,37 @@ class GradientMonitor(ModuleGradientHooks):
         self._calls[call.name] = self._calls.get(call.name, 0) + 1
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        self._add(call.name, 0, [grad])
+        self._add(call.name, [grad], 1)
 
     def _grad_input(self, call: ModuleCall, grads: list) -> None:
-        self._add(call.name, 1, [grad for grad in grads if grad is not None])
+        grads = [grad for grad in grads if grad is not None]
+        if grads:
+            self._add(call.name, grads, 0)
 
-    def _add(self, name: str, index: int, grads: list) -> None:
-        if not grads:
-            return
-        squares = self._squares.get(name)
-        if squares is None:
-            squares = self._squares[name] = [None, None]
-        for grad, square in zip(grads, self.engine.squared_norms(grads)):
-            squares[index] = (squares[index] or 0.0) + square
-            if not math.isfinite(square):
-                self._nonfinite[name] = self._nonfinite.get(name, 0) + nonfinite_count(self.engine, grad)
+    def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
+                   grad_outputs: tuple) -> None:
+        # The base class's hook, for a monitor that never replaces gradients: the squared norms
+        # of the node's grad_output and grad_input gradients in one call.
+        grads = [grad_outputs[index] for index in output_slots if grad_outputs[index] is not None]
+        outputs = len(grads)
+        grads += [grad_inputs[index] for index in slots if grad_inputs[index] is not None]
+        if grads:
+            self._add(call.name, grads, outputs)
+
+    def _add(self, name: str, grads: list, outputs: int) -> None:
+        """Add the squared norms of ``grads`` to the totals of module ``name``: the first
+        ``outputs`` are gradients of its outputs, the others gradients it sends to its inputs."""
+        squares = self.engine.squared_norms(grads)
+        totals = self._squares.get(name)
+        if totals is None:
+            totals = self._squares[name] = [None, None]
+        for index, square in enumerate(squares):
+            slot = 0 if index < outputs else 1
+            totals[slot] = (totals[slot] or 0.0) + square
+        if not math.isfinite(sum(squares)):  # (a sum of squares is finite when every one is)
+            for grad, square in zip(grads, squares):
+                if not math.isfinite(square):
+                    self._nonfinite[name] = self._nonfinite.get(name, 0) + nonfinite_count(self.engine, grad)
 
     def module_records(self) -> tuple[ModuleRecord, ...]:
         """One record per module called in forward, in the order of their first call."""

@@ -6,11 +6,11 @@ here are the same for every engine.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from gradscope.engines import Engine, squared_norm, squared_norms_of_arrays
+from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_of_arrays
 from gradscope.monitor.records import ParameterRecord
 
 __all__ = ["array_statistics", "module_of", "nonfinite_count", "nonfinite_kind", "parameter_record",
@@ -42,11 +42,50 @@ def module_of(parameter_name: str) -> str:
     return parameter_name.rpartition(".")[0]
 
 
-def array_statistics(array: np.ndarray) -> tuple[float, float, float, float, int]:
-    """``(sum, sum of squares, max, min, non-zero count)`` of a non-empty float array, in single
-    passes over its data (no float64 copy)."""
-    return (float(array.sum(dtype=np.float64)), squared_norm(array), float(array.max()), float(array.min()),
-            int(np.count_nonzero(array)))
+#: Small float arrays are reduced together, in batches of at most this many elements (in float64).
+_BATCH_ELEMENTS = 1 << 20
+
+
+def array_statistics(arrays: Sequence[np.ndarray]) -> list[tuple[float, float, float, float, int]]:
+    """``(sum, sum of squares, max, min, non-zero count)`` of each non-empty array.
+
+    Float arrays of up to ``BATCH_LIMIT`` elements are converted to float64 into one flat buffer
+    (a batch holds at most a million elements) and reduced segment by segment: five reductions
+    per batch instead of five calls per array. Larger arrays are reduced on their own, in single
+    passes over their data (no float64 copy).
+    """
+    result: list = [None] * len(arrays)
+    batch: list[int] = []
+    elements = 0
+    for index, array in enumerate(arrays):
+        if array.size > BATCH_LIMIT or array.dtype.kind != "f":
+            result[index] = (float(array.sum(dtype=np.float64)), squared_norm(array), float(array.max()),
+                             float(array.min()), int(np.count_nonzero(array)))
+            continue
+        if elements + array.size > _BATCH_ELEMENTS:
+            _batch_statistics(arrays, batch, result)
+            batch, elements = [], 0
+        batch.append(index)
+        elements += array.size
+    if batch:
+        _batch_statistics(arrays, batch, result)
+    return result
+
+
+def _batch_statistics(arrays: Sequence[np.ndarray], batch: list[int], result: list) -> None:
+    """Fill ``result[index]`` for each index of ``batch`` (small non-empty float arrays)."""
+    chosen = [arrays[index] for index in batch]
+    offsets = np.zeros(len(chosen), dtype=np.intp)
+    np.cumsum([array.size for array in chosen[:-1]], out=offsets[1:])
+    flat = np.concatenate(chosen, axis=None, dtype=np.float64)
+    sums = np.add.reduceat(flat, offsets).tolist()
+    largest = np.maximum.reduceat(flat, offsets).tolist()
+    smallest = np.minimum.reduceat(flat, offsets).tolist()
+    nonzero = np.add.reduceat(flat != 0, offsets, dtype=np.intp).tolist()
+    np.multiply(flat, flat, out=flat)
+    squares = np.add.reduceat(flat, offsets).tolist()
+    for index, *statistics in zip(batch, sums, squares, largest, smallest, nonzero):
+        result[index] = tuple(statistics)
 
 
 def parameter_record(name: str, module_type: str, values: np.ndarray, array: np.ndarray | None) -> ParameterRecord:
@@ -58,6 +97,8 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
                          ) -> tuple[ParameterRecord, ...]:
     """Gradient statistics of parameters given as ``(name, module type, values, grad or None)``."""
     param_squares = squared_norms_of_arrays([values for _, _, values, _ in entries])
+    grads = [array for _, _, _, array in entries if array is not None and array.size]
+    statistics = iter(array_statistics(grads))
     records = []
     for (name, module_type, values, array), param_square in zip(entries, param_squares):
         param_norm = math.sqrt(param_square)
@@ -71,7 +112,7 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
         squared = grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
         dead = None
         if array.size:
-            total, squared, largest, smallest, nonzero = array_statistics(array)
+            total, squared, largest, smallest, nonzero = next(statistics)
             grad_mean = total / array.size
             grad_std = math.sqrt(max(squared / array.size - grad_mean * grad_mean, 0.0)) if math.isfinite(squared) \
                 else math.nan
