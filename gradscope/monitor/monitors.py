@@ -27,7 +27,7 @@ from typing import Any, Callable
 from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
-from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, join_path, lines_of
+from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
 
 _ACCUMULATE = "AccumulateGrad"
 
@@ -436,15 +436,7 @@ class BackwardNonFiniteTracer(ModuleGradientHooks):
 
     def watch(self, loss: Any) -> None:
         """Put a post-hook on every node of the graph below ``loss``."""
-        stack = [loss.grad_fn] if loss.grad_fn is not None else []
-        seen = set(stack)
-        while stack:
-            node = stack.pop()
-            self._handles.append(node.register_hook(partial(self._check_node, node)))
-            for child, _ in node.next_functions:
-                if child is not None and child not in seen and type(child).__name__ != _ACCUMULATE:
-                    seen.add(child)
-                    stack.append(child)
+        self._handles.extend(hook_every_node([loss.grad_fn], self._check_node))
 
     def _first_kind(self, grads: Any) -> str | None:
         for grad in grads:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gradscope.engines import ACCUMULATE_NODE, Engine
+from gradscope.engines import Engine
 from gradscope.monitor.monitors import ForwardNonFiniteTracer
 from gradscope.monitor.records import NonFiniteOrigin
 from gradscope.monitor.stats import module_of
-from gradscope.monitor.tracing import encloses, is_user_file, module_words, relative_source
+from gradscope.monitor.tracing import encloses, hook_every_node, is_user_file, module_words, relative_source
 
 if TYPE_CHECKING:
     from gradscope.monitor.run import RootCall, RunMonitor, RunOptions
@@ -182,7 +182,7 @@ class _BackwardTrace:
                 handle.remove()
         tensors = [t for t in engine.tensors_in(outputs) if t.requires_grad]
         pairs = [(t, grad) for t, grad in zip(tensors, call.grad_outputs) if grad is not None]
-        handles = self._hook_graph([t for t, _ in pairs])
+        handles = hook_every_node([t.grad_fn for t, _ in pairs], self._on_node)
         try:
             self.monitor.original_backward(engine)([t for t, _ in pairs], [grad for _, grad in pairs])
         finally:
@@ -213,21 +213,8 @@ class _BackwardTrace:
             if tensor.requires_grad:
                 tensor.register_hook(lambda grad, name=name: self._events.append(("module", name, grad, None)))
 
-    def _hook_graph(self, outputs: list) -> list:
-        handles = []
-        seen: set[int] = set()
-        stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if node.name() != ACCUMULATE_NODE:
-                handles.append(node.register_hook(
-                    lambda grad_inputs, grad_outputs, node=node: self._events.append(
-                        ("node", node, grad_inputs, grad_outputs))))
-            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
-        return handles
+    def _on_node(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> None:
+        self._events.append(("node", node, grad_inputs, grad_outputs))
 
     def _find(self) -> None:
         engine = self.engine

@@ -8,6 +8,7 @@ NaN/Inf tracer, the graph-cut search of the diagnoses and the debugger's forward
 * :class:`LineTracer`: ``sys.settrace`` over the frames of chosen files, reporting the local
   variables after every line and the value each frame returns;
 * :class:`NonFiniteKinds`: the NaN/Inf check of a tensor, made once per tensor;
+* :func:`hook_every_node`: a post-hook on every node of an autograd graph;
 * :func:`join_path`, :func:`encloses` and :func:`module_words`: module paths in findings.
 """
 from __future__ import annotations
@@ -17,9 +18,9 @@ import os
 import sys
 import sysconfig
 from types import FrameType, TracebackType
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from gradscope.engines import Engine
+from gradscope.engines import ACCUMULATE_NODE, Engine
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Library roots as installed and with links resolved, each ending in a separator.
@@ -45,6 +46,25 @@ def relative_source(filename: str, line: int) -> str:
     except ValueError:
         relative = filename
     return f"{filename if relative.startswith('..') else relative}:{line}"
+
+
+def hook_every_node(roots: Iterable[Any], hook: Callable[[Any, tuple, tuple], None]) -> list:
+    """Register ``hook(node, grad_inputs, grad_outputs) -> None`` as a post-hook on every autograd
+    node reachable from the nodes ``roots`` (None entries are skipped), each once, except the
+    ``AccumulateGrad`` nodes of the leaves; returns the handles."""
+    handles = []
+    stack = [node for node in roots if node is not None]
+    seen = {id(node) for node in stack}
+    while stack:
+        node = stack.pop()
+        if node.name() == ACCUMULATE_NODE:
+            continue
+        handles.append(node.register_hook(functools.partial(hook, node)))
+        for child, _ in node.next_functions:
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    return handles
 
 
 def lines_of(source_file: str | os.PathLike) -> Callable[[str, int], bool]:

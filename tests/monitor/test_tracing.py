@@ -10,8 +10,8 @@ from pathlib import Path
 
 import gradscope as gs
 from gradscope.engines import get_engine
-from gradscope.monitor.tracing import (LineTracer, NonFiniteKinds, encloses, is_user_file, join_path, lines_of,
-                                       module_words, relative_source)
+from gradscope.monitor.tracing import (LineTracer, NonFiniteKinds, encloses, hook_every_node, is_user_file, join_path,
+                                       lines_of, module_words, relative_source)
 
 
 def made_here(x):
@@ -103,3 +103,17 @@ def test_places_and_module_paths(tmp_path: Path):
     assert not encloses("a", "ab.c") and not encloses("a", None)
     assert module_words(None) == "code outside the model's modules"
     assert module_words("") == "the model's own forward" and module_words("fc") == "module 'fc'"
+
+
+def test_hook_every_node_hooks_each_node_once_but_not_the_leaves():
+    a = gs.ones(3, requires_grad=True)
+    b = gs.ones(3, requires_grad=True)
+    shared = a * b
+    loss = (shared.exp() + shared.sin()).sum()
+    fired: list[str] = []
+    handles = hook_every_node([loss.grad_fn, None, shared.grad_fn],
+                              lambda node, grad_inputs, grad_outputs: fired.append(node.name()))
+    loss.backward()
+    assert sorted(fired) == ["AddBackward0", "ExpBackward0", "MulBackward0", "SinBackward0", "SumBackward0"]
+    for handle in handles:
+        handle.remove()
