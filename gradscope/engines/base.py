@@ -138,14 +138,7 @@ class Engine:
 
     def nonfinite_kind(self, tensor: Any) -> str | None:
         """``"nan"`` if the tensor holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
-        array = self.to_numpy(tensor)
-        if array.dtype.kind != "f":
-            return None
-        if np.isnan(array).any():
-            return "nan"
-        if np.isinf(array).any():
-            return "inf"
-        return None
+        return nonfinite_kind_of_array(self.to_numpy(tensor))
 
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
         """The engine's ``nn.utils.clip_grad_norm_``."""
@@ -266,6 +259,18 @@ class Engine:
         """The module to call when re-running ``module`` on this process alone (a data-parallel
         wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""
         return module
+
+
+def nonfinite_kind_of_array(array: np.ndarray) -> str | None:
+    """``"nan"`` if a numpy array holds a NaN, else ``"inf"`` if it holds an Inf, else None
+    (always None for an array that is not floating point)."""
+    if array.dtype.kind != "f":
+        return None
+    if np.isnan(array).any():
+        return "nan"
+    if np.isinf(array).any():
+        return "inf"
+    return None
 
 
 def squared_norm(array: np.ndarray) -> float:

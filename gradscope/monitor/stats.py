@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_of_arrays
+from gradscope.engines import nonfinite_kind_of_array as nonfinite_kind  # noqa: F401 - public here too
 from gradscope.monitor.records import ParameterRecord
 
 __all__ = ["array_statistics", "module_of", "nonfinite_count", "nonfinite_kind", "parameter_record",
@@ -24,17 +25,6 @@ def nonfinite_count(array: np.ndarray) -> int:
     if array.dtype.kind != "f":
         return 0
     return int(array.size - np.count_nonzero(np.isfinite(array)))
-
-
-def nonfinite_kind(array: np.ndarray) -> str | None:
-    """``"nan"`` if the array holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
-    if array.dtype.kind != "f":
-        return None
-    if np.isnan(array).any():
-        return "nan"
-    if np.isinf(array).any():
-        return "inf"
-    return None
 
 
 def module_of(parameter_name: str) -> str:

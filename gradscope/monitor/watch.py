@@ -8,8 +8,6 @@ pass with every autograd node checked.
 from __future__ import annotations
 
 import math
-import os
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -22,6 +20,7 @@ from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFinite
 from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
 from gradscope.monitor.stats import module_of
+from gradscope.monitor.tracing import is_user_file, module_words, relative_source
 
 
 @dataclass(frozen=True)
@@ -262,7 +261,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         module = backward.node_module if backward.node is not None else backward.module
         if module is None and backward.node is None and parameter is not None:
             module = module_of(parameter)
-        detail = f"the backward pass of {_module_words(module)} produced the first {kind}"
+        detail = f"the backward pass of {module_words(module)} produced the first {kind}"
         if backward.node is not None:
             detail += f" in {backward.node}"
         if backward.propagated:
@@ -304,11 +303,11 @@ def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: in
     ops = tracer.ops if tracer.ops is not None and tracer.ops.op is not None else None
     source = _source_from_trace(workload, ops.frames) if ops is not None else None
     if source is None and tracer.source is not None:
-        source = _relative_source(tracer.source)
+        source = relative_source(*tracer.source)
     if tracer.module_found:
         kind = tracer.kind or "nan"
         node = (ops.node if ops is not None else None) or tracer.node or tracer.source_node
-        detail = f"{_module_words(tracer.module)} turned finite inputs into {kind}"
+        detail = f"{module_words(tracer.module)} turned finite inputs into {kind}"
         if tracer.parameter_nonfinite:
             detail += " (one of its own parameters is already non-finite)"
         if tracer.propagated:
@@ -380,34 +379,9 @@ def _first_nonfinite_gradient(workload: Workload) -> str | None:
 def _source_from_trace(workload: Workload, trace: list[tuple[str, int]]) -> str | None:
     """The innermost frame of the user's code in a stack (outside gradscope, the standard library
     and installed packages; the model file, or a module it imports), else None."""
-    user = [frame for frame in trace if _is_user_file(frame[0]) or
+    user = [frame for frame in trace if is_user_file(frame[0]) or
             (workload.path is not None and Path(frame[0]) == workload.path)]
-    return _relative_source(user[-1]) if user else None
-
-
-_LIBRARY_DIRS = tuple(str(Path(path).resolve()) for key, path in sysconfig.get_paths().items()
-                      if key in ("stdlib", "platstdlib", "purelib", "platlib"))
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
-
-
-def _is_user_file(filename: str) -> bool:
-    return not filename.startswith("<") and not filename.startswith(_PACKAGE_DIR) \
-        and not filename.startswith(_LIBRARY_DIRS)
-
-
-def _relative_source(source: tuple[str, int]) -> str:
-    filename, line = source
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:
-        relative = filename
-    return f"{filename if relative.startswith('..') else relative}:{line}"
-
-
-def _module_words(module: str | None) -> str:
-    if module is None:
-        return "code outside the model's modules"
-    return f"module {module!r}" if module else "the model's own forward"
+    return relative_source(*user[-1]) if user else None
 
 
 def _sqrt(value: float) -> float:
