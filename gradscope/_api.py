@@ -47,7 +47,8 @@ from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, cl
                                  reshape, roll, select, split, squeeze, stack, swapaxes, swapdims, t,
                                  tensor_split, tile, trace, transpose, tril_indices, triu_indices, unbind,
                                  unflatten, unsqueeze, vstack)
-from gradscope import amp, autograd, backends, cuda, distributions, jit, linalg, random, sparse, special, utils
+from gradscope import (amp, autograd, backends, cuda, distributions, jit, linalg, multiprocessing, random, sparse,
+                       special, utils)
 from gradscope.ops.linalg import cholesky, det, inverse, logdet, slogdet
 from gradscope.amp import autocast
 from gradscope.runtime import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,

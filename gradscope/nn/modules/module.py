@@ -463,6 +463,16 @@ class Module:
     def cpu(self) -> "Module":
         return self
 
+    def share_memory(self) -> "Module":
+        """Move every parameter, gradient and buffer into shared memory (``Tensor.share_memory_``)."""
+        for module in self.modules():
+            for tensor in list(module._parameters.values()) + list(module._buffers.values()):
+                if tensor is not None:
+                    tensor.share_memory_()
+                    if tensor.grad is not None:
+                        tensor.grad.share_memory_()
+        return self
+
     def type(self, dst_type: Any) -> "Module":
         return self.to(dst_type)
 
