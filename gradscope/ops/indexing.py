@@ -295,3 +295,31 @@ def take(input: Tensor, index: Tensor) -> Tensor:
 
     flat = index_select(reshape(input, -1), 0, index)
     return reshape(flat, tuple(index._data.shape))
+
+
+def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """A copy of ``input`` with ``input[indices] = values`` (``+=`` with ``accumulate``, where repeated
+    positions add up); ``indices`` is a tuple of index tensors for the leading dims."""
+    from gradscope.ops.shape import broadcast_to, clone, reshape, setitem
+
+    indices = tuple(indices)
+    value = values if isinstance(values, Tensor) else Tensor._make(np.asarray(values, dtype=input._data.dtype))
+    if value._data.dtype != input._data.dtype:
+        names = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
+                 "bool": "Bool", "uint8": "Byte"}
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{names.get(input._data.dtype.name, input._data.dtype.name)} for the destination and "
+                           f"{names.get(value._data.dtype.name, value._data.dtype.name)} for the source.")
+    if not accumulate:
+        out = clone(input)
+        setitem(out, indices, value)
+        return out
+    arrays = np.broadcast_arrays(*(np.asarray(i._data if isinstance(i, Tensor) else i) for i in indices))
+    if arrays[0].dtype == np.bool_:
+        arrays = list(np.nonzero(arrays[0]))
+    lead = input._data.shape[:len(arrays)]
+    flat = np.ravel_multi_index(tuple(a.astype(np.int64).reshape(-1) for a in arrays), lead, mode="wrap")
+    rest = input._data.shape[len(arrays):]
+    source = reshape(broadcast_to(value, arrays[0].shape + rest), (flat.size,) + rest)
+    rows = reshape(input, (int(np.prod(lead)),) + rest)
+    return reshape(index_add(rows, 0, Tensor._make(flat.astype(np.int64)), source), input._data.shape)

@@ -207,3 +207,22 @@ def test_byte_char_and_is_cpu_like_torch() -> None:
         assert str(getattr(gs.tensor([1.7, -2.0]), name)().dtype).split(".")[-1] == \
             str(getattr(torch.tensor([1.7, -2.0]), name)().dtype).split(".")[-1]
     assert gs.ones(1).is_cpu is torch.ones(1).is_cpu is True
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_matches_torch(accumulate: bool) -> None:
+    base = np.arange(12.0).reshape(4, 3)
+    columns = [1, 1, 1] if accumulate else [1, 0, 2]  # repeated positions are defined only when accumulating
+    results = []
+    for engine in (torch, gs):
+        x = engine.tensor(base, requires_grad=True)
+        values = engine.tensor([10.0, 20.0, 30.0], dtype=engine.float64, requires_grad=True)
+        out = x.index_put((engine.tensor([0, 2, 0]), engine.tensor(columns)), values, accumulate=accumulate)
+        (out * engine.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
+        rows = engine.zeros(4, 3)
+        rows.index_put_((engine.tensor([1, 3]),), engine.tensor([1.0, 2.0, 3.0]), accumulate=accumulate)
+        results.append([out.detach().numpy(), x.grad.numpy(), values.grad.numpy(), rows.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want)
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+        gs.zeros(2, dtype=gs.float64).index_put_((gs.tensor([0]),), gs.tensor([1.0]))
