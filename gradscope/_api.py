@@ -36,7 +36,7 @@ from gradscope.ops.sorting import (argsort, bincount, bucketize, cummax, cummin,
 from gradscope.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, cdist, dist, einsum, ger, outer,
                                   sparse_coo_tensor, spmm, tensordot)
 from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, index_put, masked_select, nonzero,
-                                    scatter, take)
+                                    scatter, scatter_reduce, take)
 from gradscope.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, log_softmax,
                                   logsumexp, max, mean, min, nanmean, nansum, norm, prod, softmax, std, std_mean,
                                   sum, var, var_mean)

@@ -226,3 +226,25 @@ def test_index_put_matches_torch(accumulate: bool) -> None:
         np.testing.assert_allclose(got, want)
     with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
         gs.zeros(2, dtype=gs.float64).index_put_((gs.tensor([0]),), gs.tensor([1.0]))
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_scatter_reduce_matches_torch(reduce: str, include_self: bool) -> None:
+    rng = np.random.default_rng(0)
+    base, source = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    index = np.array([[0, 1, 0], [2, 1, 0], [0, 3, 3], [2, 2, 0], [0, 0, 1]])
+    source[3, 0] = source[1, 0]  # two values tie for the maximum/minimum at (2, 0)
+    results = []
+    for engine in (torch, gs):
+        x = engine.tensor(base, requires_grad=True)
+        src = engine.tensor(source, requires_grad=True)
+        out = x.scatter_reduce(0, engine.tensor(index), src, reduce=reduce, include_self=include_self)
+        (out * engine.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
+        partial = engine.scatter_reduce(engine.tensor(base), 1, engine.tensor(index[:4, :2]), engine.tensor(source),
+                                        reduce=reduce, include_self=include_self)
+        results.append([out.detach().numpy(), x.grad.numpy(), src.grad.numpy(), partial.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="prod"):
+        gs.zeros(2).scatter_reduce(0, gs.tensor([0]), gs.ones(1), reduce="prod")
