@@ -356,6 +356,9 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     data, idx, source = input._data, index._data.astype(np.int64), src._data
     axis = normalize_dim(dim, data.ndim)
+    if idx.size and (idx.min() < 0 or idx.max() >= data.shape[axis]):
+        bad = int(idx.max()) if idx.max() >= data.shape[axis] else int(idx.min())
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {axis} with size {data.shape[axis]}")
     region = tuple(slice(0, n) for n in idx.shape)
     coords = list(np.indices(idx.shape))
     coords[axis] = idx

@@ -241,10 +241,12 @@ def test_scatter_reduce_matches_torch(reduce: str, include_self: bool) -> None:
         src = engine.tensor(source, requires_grad=True)
         out = x.scatter_reduce(0, engine.tensor(index), src, reduce=reduce, include_self=include_self)
         (out * engine.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
-        partial = engine.scatter_reduce(engine.tensor(base), 1, engine.tensor(index[:4, :2]), engine.tensor(source),
+        partial = engine.scatter_reduce(engine.tensor(base), 1, engine.tensor(index[:4, :2] % 3), engine.tensor(source),
                                         reduce=reduce, include_self=include_self)
         results.append([out.detach().numpy(), x.grad.numpy(), src.grad.numpy(), partial.numpy()])
     for want, got in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-12)
     with pytest.raises(NotImplementedError, match="prod"):
         gs.zeros(2).scatter_reduce(0, gs.tensor([0]), gs.ones(1), reduce="prod")
+    with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
+        gs.zeros(2, 3).scatter_reduce(1, gs.tensor([[3]]), gs.ones(1, 1), reduce="sum")
