@@ -58,13 +58,20 @@ class Engine:
 
     def tensors_in(self, value: Any) -> list:
         """The tensors in a module's arguments or output: tuples, lists and dict values, nested."""
-        if self.is_tensor(value):
+        is_tensor = self.is_tensor
+        if is_tensor(value):
             return [value]
-        if isinstance(value, (tuple, list)):
-            return [t for item in value for t in self.tensors_in(item)]
         if isinstance(value, dict):
-            return [t for item in value.values() for t in self.tensors_in(item)]
-        return []
+            value = value.values()
+        elif not isinstance(value, (tuple, list)):
+            return []
+        found = []
+        for item in value:  # (one level without recursion: the usual tuple of tensors)
+            if is_tensor(item):
+                found.append(item)
+            elif isinstance(item, (tuple, list, dict)):
+                found += self.tensors_in(item)
+        return found
 
     # ------------------------------------------------------------------ global hooks
     def register_module_forward_pre_hook(self, hook: Callable) -> Any:

@@ -44,8 +44,7 @@ class _HookOwner:
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         self.model = model
         self.engine = engine or engine_of(model)
-        self._named_modules = list(model.named_modules())
-        self._names = {id(module): name for name, module in self._named_modules}
+        self._names = {id(module): name for name, module in model.named_modules()}
         self._handles: list[Any] = []
 
     def _attach(self) -> None:
@@ -247,13 +246,18 @@ class GradientMonitor(ModuleGradientHooks):
 
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         super().__init__(model, engine)
-        self._types = {name: type(module).__name__ for name, module in self._named_modules}
         self._calls: dict[str, int] = {}
+        self._types: dict[str, str] = {}
         self._squares: dict[str, list[float | None]] = {}
         self._nonfinite: dict[str, int] = {}
 
     def _call_started(self, call: ModuleCall) -> None:
-        self._calls[call.name] = self._calls.get(call.name, 0) + 1
+        name = call.name
+        if name in self._calls:
+            self._calls[name] += 1
+        else:
+            self._calls[name] = 1
+            self._types[name] = type(call.module).__name__
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
         self._add(call.name, [grad], 1)

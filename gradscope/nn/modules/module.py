@@ -387,9 +387,10 @@ class Module:
                     continue
                 memo.add(id(module))
             yield path, module
-            children = [(path + ("." if path else "") + name, child)
-                        for name, child in module._modules.items() if child is not None]
-            stack.extend(reversed(children))
+            if module._modules:
+                children = [(path + ("." if path else "") + name, child)
+                            for name, child in module._modules.items() if child is not None]
+                stack.extend(reversed(children))
 
     # ---------------------------------------------------------------- modes and grads
     def train(self, mode: bool = True) -> "Module":
