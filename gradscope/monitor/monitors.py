@@ -31,6 +31,7 @@ from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
 
 _ACCUMULATE = "AccumulateGrad"
+_NO_INPUTS: frozenset = frozenset()
 
 
 class _HookOwner:
@@ -74,8 +75,10 @@ class ModuleCall:
     Attributes:
         name: the module's dotted path ("" for the model itself).
         module: the module.
-        edges: the ``(node, output_nr)`` graph edges of the call's non-leaf tensor arguments.
-        leaves: ``id`` of the call's leaf tensor arguments that require grad.
+        edges: the ``(node, output_nr)`` graph edges of the call's non-leaf tensor arguments
+            (emptied when the call returns).
+        leaves: ``id`` of the call's leaf tensor arguments that require grad (emptied when the
+            call returns).
         output_nonfinite: a ``grad_output`` tensor of this call held NaN/Inf (set by tracers).
     """
 
@@ -158,6 +161,7 @@ class ModuleGradientHooks(_HookOwner):
                         call.edges.add((tensor.grad_fn, tensor.output_nr))
         outputs = [t for t in tensors_in(output) if t.requires_grad]
         boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
+        call.edges = call.leaves = _NO_INPUTS  # the walk was their only use: free them with the call's forward
         handles = self._handles
         # An output made by a node that also sends gradient to the inputs (a leaf module's
         # single op) is seen by that node's post-hook: one hook instead of two.
