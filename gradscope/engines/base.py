@@ -301,17 +301,25 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     if len(arrays) < BATCH_MIN:
         return [None if array is None else squared_norm(array) for array in arrays]
     result: list[float | None] = [None] * len(arrays)
-    small = [index for index, array in enumerate(arrays)
-             if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == _FLOAT32]
-    if len(small) >= BATCH_MIN:
-        chosen = [arrays[index] for index in small]
-        offsets = np.zeros(len(chosen), dtype=np.intp)
-        np.cumsum([array.size for array in chosen[:-1]], out=offsets[1:])
-        flat = np.concatenate(chosen, axis=None)
-        np.multiply(flat, flat, out=flat)
-        for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):
-            result[index] = value if math.isfinite(value) else None
+    where: list[int] = []
+    small: list[np.ndarray] = []
     for index, array in enumerate(arrays):
-        if array is not None and result[index] is None:
+        if array is None:
+            continue
+        if 0 < array.size <= BATCH_LIMIT and array.dtype == _FLOAT32:
+            where.append(index)
+            small.append(array)
+        else:
             result[index] = squared_norm(array)
+    if len(small) < BATCH_MIN:
+        for index, array in zip(where, small):
+            result[index] = squared_norm(array)
+        return result
+    offsets = np.zeros(len(small), dtype=np.intp)
+    np.cumsum([array.size for array in small[:-1]], out=offsets[1:])
+    flat = np.concatenate(small, axis=None)
+    with np.errstate(over="ignore"):  # (an overflow is recomputed in float64 below)
+        np.multiply(flat, flat, out=flat)
+    for index, value, array in zip(where, np.add.reduceat(flat, offsets).tolist(), small):
+        result[index] = value if math.isfinite(value) else squared_norm(array)
     return result

@@ -163,6 +163,7 @@ class ModuleGradientHooks(_HookOwner):
         boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
         call.edges = call.leaves = _NO_INPUTS  # the walk was their only use: free them with the call's forward
         handles = self._handles
+        cls = type(self)  # (hooks are partials of the class's functions: no bound method per hook)
         # An output made by a node that also sends gradient to the inputs (a leaf module's
         # single op) is seen by that node's post-hook: one hook instead of two.
         output_slots: dict = {}
@@ -174,10 +175,10 @@ class ModuleGradientHooks(_HookOwner):
                 if output_nr not in slots:
                     slots.append(output_nr)
                     continue
-            handles.append(tensor.register_hook(partial(self._grad_output, call)))
-        node_hook = self._node_hook
+            handles.append(tensor.register_hook(partial(cls._grad_output, self, call)))
         for node, slots in boundary.items():
-            handles.append(node.register_hook(partial(node_hook, call, slots, tuple(output_slots.get(node, ())))))
+            handles.append(node.register_hook(partial(cls._node_hook, self, call, slots,
+                                                      tuple(output_slots.get(node, ())))))
 
     def _pop(self, module: Any) -> ModuleCall | None:
         """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
