@@ -278,7 +278,7 @@ class Engine:
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the
     array holds them."""
-    if array.dtype.kind != "f":
+    if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
         array = array.astype(np.float64)
     value = float(np.vdot(array, array))  # (0.0 when empty)
     if not math.isfinite(value) and np.isfinite(array).all():
