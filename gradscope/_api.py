@@ -35,8 +35,8 @@ from gradscope.ops.sorting import (argsort, bincount, bucketize, cummax, cummin,
                                    msort, searchsorted, sort, topk, unique)
 from gradscope.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, cdist, dist, einsum, ger, outer,
                                   sparse_coo_tensor, spmm, tensordot)
-from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, masked_select, nonzero, scatter,
-                                    take)
+from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, index_put, masked_select, nonzero,
+                                    scatter, scatter_reduce, take)
 from gradscope.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, log_softmax,
                                   logsumexp, max, mean, min, nanmean, nansum, norm, prod, softmax, std, std_mean,
                                   sum, var, var_mean)
@@ -47,7 +47,8 @@ from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, cl
                                  reshape, roll, select, split, squeeze, stack, swapaxes, swapdims, t,
                                  tensor_split, tile, trace, transpose, tril_indices, triu_indices, unbind,
                                  unflatten, unsqueeze, vstack)
-from gradscope import amp, autograd, backends, cuda, distributions, jit, linalg, random, sparse, special, utils
+from gradscope import (amp, autograd, backends, cuda, distributions, jit, linalg, multiprocessing, random, sparse,
+                       special, utils)
 from gradscope.ops.linalg import cholesky, det, inverse, logdet, slogdet
 from gradscope.amp import autocast
 from gradscope.runtime import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,

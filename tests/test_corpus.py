@@ -287,6 +287,10 @@ def corpus_file(request: pytest.FixtureRequest) -> Iterator[tuple]:
     yield files
     for module in files:
         sys.modules.pop(module.__name__, None)
+    # a file may call set_default_device at import (the neural style tutorial does); in torch that
+    # installs a function mode that turns off fast paths other tests compare against
+    torch.set_default_device(None)
+    gradscope.set_default_device(None)
 
 
 def _tolerances(reference: types.ModuleType, dtype: tuple, stage: str) -> tuple:

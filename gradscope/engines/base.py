@@ -58,13 +58,20 @@ class Engine:
 
     def tensors_in(self, value: Any) -> list:
         """The tensors in a module's arguments or output: tuples, lists and dict values, nested."""
-        if self.is_tensor(value):
+        is_tensor = self.is_tensor
+        if is_tensor(value):
             return [value]
-        if isinstance(value, (tuple, list)):
-            return [t for item in value for t in self.tensors_in(item)]
         if isinstance(value, dict):
-            return [t for item in value.values() for t in self.tensors_in(item)]
-        return []
+            value = value.values()
+        elif not isinstance(value, (tuple, list)):
+            return []
+        found = []
+        for item in value:  # (one level without recursion: the usual tuple of tensors)
+            if is_tensor(item):
+                found.append(item)
+            elif isinstance(item, (tuple, list, dict)):
+                found += self.tensors_in(item)
+        return found
 
     # ------------------------------------------------------------------ global hooks
     def register_module_forward_pre_hook(self, hook: Callable) -> Any:
@@ -276,7 +283,7 @@ def nonfinite_kind_of_array(array: np.ndarray) -> str | None:
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the
     array holds them."""
-    if array.dtype.kind != "f":
+    if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
         array = array.astype(np.float64)
     value = float(np.vdot(array, array))  # (0.0 when empty)
     if not math.isfinite(value) and np.isfinite(array).all():
@@ -299,17 +306,25 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     if len(arrays) < BATCH_MIN:
         return [None if array is None else squared_norm(array) for array in arrays]
     result: list[float | None] = [None] * len(arrays)
-    small = [index for index, array in enumerate(arrays)
-             if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == _FLOAT32]
-    if len(small) >= BATCH_MIN:
-        chosen = [arrays[index] for index in small]
-        offsets = np.zeros(len(chosen), dtype=np.intp)
-        np.cumsum([array.size for array in chosen[:-1]], out=offsets[1:])
-        flat = np.concatenate(chosen, axis=None)
-        np.multiply(flat, flat, out=flat)
-        for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):
-            result[index] = value if math.isfinite(value) else None
+    where: list[int] = []
+    small: list[np.ndarray] = []
     for index, array in enumerate(arrays):
-        if array is not None and result[index] is None:
+        if array is None:
+            continue
+        if 0 < array.size <= BATCH_LIMIT and array.dtype == _FLOAT32:
+            where.append(index)
+            small.append(array)
+        else:
             result[index] = squared_norm(array)
+    if len(small) < BATCH_MIN:
+        for index, array in zip(where, small):
+            result[index] = squared_norm(array)
+        return result
+    offsets = np.zeros(len(small), dtype=np.intp)
+    np.cumsum([array.size for array in small[:-1]], out=offsets[1:])
+    flat = np.concatenate(small, axis=None)
+    with np.errstate(over="ignore"):  # (an overflow is recomputed in float64 below)
+        np.multiply(flat, flat, out=flat)
+    for index, value, array in zip(where, np.add.reduceat(flat, offsets).tolist(), small):
+        result[index] = value if math.isfinite(value) else squared_norm(array)
     return result

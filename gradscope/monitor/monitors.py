@@ -30,6 +30,7 @@ from gradscope.monitor.stats import nonfinite_count as count_nonfinite
 from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
 
 _ACCUMULATE = "AccumulateGrad"
+_NO_INPUTS: frozenset = frozenset()
 
 
 class _HookOwner:
@@ -43,8 +44,7 @@ class _HookOwner:
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         self.model = model
         self.engine = engine or engine_of(model)
-        self._named_modules = list(model.named_modules())
-        self._names = {id(module): name for name, module in self._named_modules}
+        self._names = {id(module): name for name, module in model.named_modules()}
         self._handles: list[Any] = []
 
     def _attach(self) -> None:
@@ -74,8 +74,10 @@ class ModuleCall:
     Attributes:
         name: the module's dotted path ("" for the model itself).
         module: the module.
-        edges: the ``(node, output_nr)`` graph edges of the call's non-leaf tensor arguments.
-        leaves: ``id`` of the call's leaf tensor arguments that require grad.
+        edges: the ``(node, output_nr)`` graph edges of the call's non-leaf tensor arguments
+            (emptied when the call returns).
+        leaves: ``id`` of the call's leaf tensor arguments that require grad (emptied when the
+            call returns).
         output_nonfinite: a ``grad_output`` tensor of this call held NaN/Inf (set by tracers).
     """
 
@@ -158,7 +160,9 @@ class ModuleGradientHooks(_HookOwner):
                         call.edges.add((tensor.grad_fn, tensor.output_nr))
         outputs = [t for t in tensors_in(output) if t.requires_grad]
         boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
+        call.edges = call.leaves = _NO_INPUTS  # the walk was their only use: free them with the call's forward
         handles = self._handles
+        cls = type(self)  # (hooks are partials of the class's functions: no bound method per hook)
         # An output made by a node that also sends gradient to the inputs (a leaf module's
         # single op) is seen by that node's post-hook: one hook instead of two.
         output_slots: dict = {}
@@ -170,10 +174,10 @@ class ModuleGradientHooks(_HookOwner):
                 if output_nr not in slots:
                     slots.append(output_nr)
                     continue
-            handles.append(tensor.register_hook(partial(self._grad_output, call)))
-        node_hook = self._node_hook
+            handles.append(tensor.register_hook(partial(cls._grad_output, self, call)))
         for node, slots in boundary.items():
-            handles.append(node.register_hook(partial(node_hook, call, slots, tuple(output_slots.get(node, ())))))
+            handles.append(node.register_hook(partial(cls._node_hook, self, call, slots,
+                                                      tuple(output_slots.get(node, ())))))
 
     def _pop(self, module: Any) -> ModuleCall | None:
         """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
@@ -246,13 +250,18 @@ class GradientMonitor(ModuleGradientHooks):
 
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         super().__init__(model, engine)
-        self._types = {name: type(module).__name__ for name, module in self._named_modules}
         self._calls: dict[str, int] = {}
+        self._types: dict[str, str] = {}
         self._squares: dict[str, list[float | None]] = {}
         self._nonfinite: dict[str, int] = {}
 
     def _call_started(self, call: ModuleCall) -> None:
-        self._calls[call.name] = self._calls.get(call.name, 0) + 1
+        name = call.name
+        if name in self._calls:
+            self._calls[name] += 1
+        else:
+            self._calls[name] = 1
+            self._types[name] = type(call.module).__name__
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
         self._add(call.name, [grad], 1)

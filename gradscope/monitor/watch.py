@@ -78,6 +78,7 @@ class Watcher:
         self.optimizer: Any = None
         self.update_made_nonfinite = False
         self.failing_snapshot: Snapshot | None = None
+        self._layer_names: tuple[list, list[str]] | None = None
 
     @property
     def stops_on_nonfinite(self) -> bool:
@@ -161,17 +162,17 @@ class Watcher:
         grad_squares = squares[:len(parameters)]
         total = sum(value for value in grad_squares if value is not None)
         layer_squares: dict[str, float] = {}
-        for (name, _), value in zip(parameters, grad_squares):
+        for module, value in zip(self._layers(parameters), grad_squares):
             if value is not None:
-                module = module_of(name)
                 layer_squares[module] = layer_squares.get(module, 0.0) + value
         kinds: list[str] = []
         where = None
-        for (_, p), value in zip(parameters, squares[len(parameters):]):
-            if not math.isfinite(value):
-                kinds.append(engine.nonfinite_kind(p) or "inf")
-                where = "parameter"
-                break
+        if not math.isfinite(sum(squares[len(parameters):])):  # (squares: finite when every one is)
+            for (_, p), value in zip(parameters, squares[len(parameters):]):
+                if not math.isfinite(value):
+                    kinds.append(engine.nonfinite_kind(p) or "inf")
+                    where = "parameter"
+                    break
         if not math.isfinite(loss_value):
             kinds.append("nan" if math.isnan(loss_value) else "inf")
             where = where or "loss"
@@ -198,6 +199,12 @@ class Watcher:
                             layer_norms=tuple((name, _sqrt(value)) for name, value in layer_squares.items()),
                             nonfinite=where)
         return record, self._should_stop(kinds)
+
+    def _layers(self, parameters: list[tuple[str, Any]]) -> list[str]:
+        """The module of each parameter (kept while the list of parameters is the same)."""
+        if self._layer_names is None or self._layer_names[0] is not parameters:
+            self._layer_names = (parameters, [module_of(name) for name, _ in parameters])
+        return self._layer_names[1]
 
     def _should_stop(self, kinds: list[str]) -> bool:
         return ("nan" in kinds and self.options.nan) or ("inf" in kinds and self.options.inf)

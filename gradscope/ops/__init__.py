@@ -79,7 +79,8 @@ _METHODS = {
     "tensor_split": shape.tensor_split,
     # more gather / scatter
     "scatter": indexing.scatter, "index_add": indexing.index_add, "index_fill": indexing.index_fill,
-    "index_copy": indexing.index_copy, "erfinv": elementwise.erfinv, "erfc": elementwise.erfc,
+    "index_copy": indexing.index_copy, "index_put": indexing.index_put,
+    "scatter_reduce": indexing.scatter_reduce, "erfinv": elementwise.erfinv, "erfc": elementwise.erfc,
     "nansum": reduce.nansum, "nanmean": reduce.nanmean, "ravel": shape.ravel, "diff": shape.diff,
     "take_along_dim": shape.take_along_dim, "unique": sorting.unique, "bincount": sorting.bincount,
     "histc": sorting.histc,
@@ -103,7 +104,7 @@ _INPLACE_OF = ("abs", "absolute", "sqrt", "rsqrt", "log", "log1p", "log2", "log1
                "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "floor", "ceil", "trunc", "fix", "round",
                "frac", "sign", "sgn", "reciprocal", "square", "clamp_min", "clamp_max", "lerp", "addcmul",
                "addcdiv", "atan2", "fmod", "remainder", "floor_divide", "logit", "xlogy", "scatter",
-               "scatter_add", "index_add", "index_fill", "index_copy", "erfinv", "erfc", "cumsum", "cumprod", "tril", "triu", "nan_to_num", "bitwise_and",
+               "scatter_add", "index_add", "index_fill", "index_copy", "index_put", "scatter_reduce", "erfinv", "erfc", "cumsum", "cumprod", "tril", "triu", "nan_to_num", "bitwise_and",
                "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_not",
                "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "baddbmm", "addmm", "addmv", "addr",
                "addbmm", "true_divide", "subtract", "multiply", "divide")

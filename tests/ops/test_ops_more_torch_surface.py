@@ -207,3 +207,46 @@ def test_byte_char_and_is_cpu_like_torch() -> None:
         assert str(getattr(gs.tensor([1.7, -2.0]), name)().dtype).split(".")[-1] == \
             str(getattr(torch.tensor([1.7, -2.0]), name)().dtype).split(".")[-1]
     assert gs.ones(1).is_cpu is torch.ones(1).is_cpu is True
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_matches_torch(accumulate: bool) -> None:
+    base = np.arange(12.0).reshape(4, 3)
+    columns = [1, 1, 1] if accumulate else [1, 0, 2]  # repeated positions are defined only when accumulating
+    results = []
+    for engine in (torch, gs):
+        x = engine.tensor(base, requires_grad=True)
+        values = engine.tensor([10.0, 20.0, 30.0], dtype=engine.float64, requires_grad=True)
+        out = x.index_put((engine.tensor([0, 2, 0]), engine.tensor(columns)), values, accumulate=accumulate)
+        (out * engine.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
+        rows = engine.zeros(4, 3)
+        rows.index_put_((engine.tensor([1, 3]),), engine.tensor([1.0, 2.0, 3.0]), accumulate=accumulate)
+        results.append([out.detach().numpy(), x.grad.numpy(), values.grad.numpy(), rows.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want)
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+        gs.zeros(2, dtype=gs.float64).index_put_((gs.tensor([0]),), gs.tensor([1.0]))
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_scatter_reduce_matches_torch(reduce: str, include_self: bool) -> None:
+    rng = np.random.default_rng(0)
+    base, source = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    index = np.array([[0, 1, 0], [2, 1, 0], [0, 3, 3], [2, 2, 0], [0, 0, 1]])
+    source[3, 0] = source[1, 0]  # two values tie for the maximum/minimum at (2, 0)
+    results = []
+    for engine in (torch, gs):
+        x = engine.tensor(base, requires_grad=True)
+        src = engine.tensor(source, requires_grad=True)
+        out = x.scatter_reduce(0, engine.tensor(index), src, reduce=reduce, include_self=include_self)
+        (out * engine.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
+        partial = engine.scatter_reduce(engine.tensor(base), 1, engine.tensor(index[:4, :2] % 3), engine.tensor(source),
+                                        reduce=reduce, include_self=include_self)
+        results.append([out.detach().numpy(), x.grad.numpy(), src.grad.numpy(), partial.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="prod"):
+        gs.zeros(2).scatter_reduce(0, gs.tensor([0]), gs.ones(1), reduce="prod")
+    with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
+        gs.zeros(2, 3).scatter_reduce(1, gs.tensor([[3]]), gs.ones(1, 1), reduce="sum")
