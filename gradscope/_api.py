@@ -25,6 +25,7 @@ from gradscope.ops.creation import (Generator, arange, bernoulli, logspace, norm
 from gradscope.ops.indexing import gather, index_select, masked_fill, scatter_add, tril, triu
 from gradscope.ops.pointwise import (abs, clamp, cos, erf, exp, isfinite, isinf, isnan, log, log1p, maximum,
                                      minimum, nan_to_num, relu, rsqrt, sigmoid, sign, sin, sqrt, tanh, where)
+from gradscope.ops.elementwise import erfc, erfinv
 from gradscope.ops.elementwise import (acos, acosh, addcdiv, addcmul, arctan2, asin, asinh, atan, atan2, atanh,
                                        bitwise_and, bitwise_or, bitwise_xor, ceil, clamp_max, clamp_min, cosh,
                                        expm1, floor, fmod, frac, lerp, log2, log10, logaddexp, logit, reciprocal,
@@ -34,18 +35,20 @@ from gradscope.ops.sorting import (argsort, bincount, bucketize, cummax, cummin,
                                    msort, searchsorted, sort, topk, unique)
 from gradscope.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, cdist, dist, einsum, ger, outer,
                                   sparse_coo_tensor, spmm, tensordot)
-from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, masked_select, nonzero, scatter,
-                                    take)
+from gradscope.ops.indexing import (argwhere, index_add, index_copy, index_fill, index_put, masked_select, nonzero,
+                                    scatter, scatter_reduce, take)
 from gradscope.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, cumsum, log_softmax,
-                                  logsumexp, max, mean, min, norm, prod, softmax, std, std_mean, sum, var,
-                                  var_mean)
+                                  logsumexp, max, mean, min, nanmean, nansum, norm, prod, softmax, std, std_mean,
+                                  sum, var, var_mean)
+from gradscope.ops.shape import diff, ravel, take_along_dim
 from gradscope.ops.shape import (broadcast_tensors, broadcast_to, cat, chunk, clone, column_stack, concat,
                                  concatenate, diag, diag_embed, diagflat, diagonal, dstack, flatten, flip, fliplr,
                                  flipud, hstack, meshgrid, movedim, narrow, permute, repeat, repeat_interleave,
                                  reshape, roll, select, split, squeeze, stack, swapaxes, swapdims, t,
                                  tensor_split, tile, trace, transpose, tril_indices, triu_indices, unbind,
                                  unflatten, unsqueeze, vstack)
-from gradscope import amp, autograd, backends, cuda, distributions, linalg, sparse, utils
+from gradscope import (amp, autograd, backends, cuda, distributions, jit, linalg, multiprocessing, random, sparse,
+                       special, utils)
 from gradscope.ops.linalg import cholesky, det, inverse, logdet, slogdet
 from gradscope.amp import autocast
 from gradscope.runtime import (are_deterministic_algorithms_enabled, compile, get_float32_matmul_precision,
@@ -72,3 +75,23 @@ def is_floating_point(t: Tensor) -> bool:
 
 globals().update(_LEGACY_TYPES)
 
+
+
+def _accept_numpy_style_keywords() -> None:
+    """``gs.sum(x, axis=1, keepdims=True)`` works as in PyTorch: wrap every op taking ``dim``/``keepdim``."""
+    import types
+
+    from gradscope.ops._util import numpy_style_keywords
+
+    import gradscope
+
+    namespace = globals()
+    package = vars(gradscope)  # may already hold names copied while this module was importing
+    for name, value in list(namespace.items()):
+        if isinstance(value, types.FunctionType) and value.__module__.startswith("gradscope.ops."):
+            namespace[name] = numpy_style_keywords(value)
+            if package.get(name) is value:
+                package[name] = namespace[name]
+
+
+_accept_numpy_style_keywords()

@@ -11,9 +11,17 @@ initial ``state_dict`` into the gradscope model, feeds both the same numpy data 
 * what the training loop returns (losses, metrics) and every parameter and buffer after it;
 * what ``corpus_eval`` returns (evaluation, generation, sampling), where a file has it.
 
+The entry points: ``corpus_model()`` (a module, a dict of modules, or a plain object with
+``parameters()``), ``corpus_batch(rng)`` (built from a numpy generator), ``corpus_loss(model, batch)``,
+``corpus_train(model, batch)`` and optionally ``corpus_eval(model, batch)``. Module-level settings:
+``CORPUS_FLOAT64 = False`` where the code fixes float32, ``CORPUS_TRAIN_MODE = False`` where a fixed
+``F.dropout`` rate forces evaluation mode, ``CORPUS_TOLERANCE`` where rounding is amplified (the
+reason is written beside it).
+
 Random draws the files make while running (``torch.randn``, ``multinomial``, ``Categorical``
-samples, ...) are taken from torch's generator in both runs, so that both engines see the same
-numbers; dropout layers run with ``p = 0``, since their masks come from each engine's own
+samples, ...) are taken from torch's generators in both runs, so that both engines see the same
+numbers (models written as plain classes holding tensors, makemore style, get identical weights
+that way); dropout layers run with ``p = 0``, since their masks come from each engine's own
 generator.
 """
 from __future__ import annotations
@@ -61,7 +69,10 @@ def load(path: Path, engine: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = str(path)
     sys.modules[name] = module  # dataclasses and pickling look the module up
-    exec(compile(source, str(path), "exec"), module.__dict__)
+    with pytest.MonkeyPatch.context() as patch:
+        context = torch_random_draws(patch) if engine == "gradscope" else contextlib.nullcontext()
+        with context:  # a module-level torch.Generator() must be torch's on both engines
+            exec(compile(source, str(path), "exec"), module.__dict__)
     if engine == "gradscope":
         assert all(value is not torch for value in vars(module).values())
     return module
@@ -84,7 +95,9 @@ def _to_torch(value: Any) -> Any:
 
 
 def _dtype_to_torch(kwargs: dict) -> dict:
-    kwargs = {key: value for key, value in kwargs.items() if key not in ("device", "generator", "layout")}
+    kwargs = {key: value for key, value in kwargs.items() if key not in ("device", "layout")}
+    if not isinstance(kwargs.get("generator"), torch.Generator):
+        kwargs.pop("generator", None)
     if "dtype" in kwargs and kwargs["dtype"] is not None:
         kwargs["dtype"] = getattr(torch, str(kwargs["dtype"]).replace("torch.", "").replace("gradscope.", ""))
     return kwargs
@@ -94,7 +107,8 @@ def _bridge(name: str) -> Any:
     torch_function = getattr(torch, name)
 
     def draw(*args: Any, **kwargs: Any) -> Any:
-        result = _from_torch(torch_function(*_to_torch(args), **_dtype_to_torch(kwargs)))
+        options = _dtype_to_torch({key: value for key, value in kwargs.items() if key != "requires_grad"})
+        result = _from_torch(torch_function(*_to_torch(args), **options))
         if kwargs.get("requires_grad"):
             result.requires_grad_(True)
         return result
@@ -130,6 +144,7 @@ def torch_random_draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             patch.setattr(gradscope, name, _bridge(name))
             patch.setattr(gradscope.ops.creation, name, getattr(gradscope, name))  # reparameterised samples
         patch.setattr(gradscope.distributions.Categorical, "sample", _categorical_sample)
+        patch.setattr(gradscope, "Generator", torch.Generator)  # only ever handed to the draws above
         for name in ("normal_", "uniform_", "bernoulli_"):
             patch.setattr(gradscope.Tensor, name, _inplace_bridge(name))
         yield
@@ -175,8 +190,26 @@ def _modules(built: Any) -> dict:
     return dict(built) if isinstance(built, dict) else {"model": built}
 
 
+def _is_module(model: Any) -> bool:
+    return isinstance(model, (torch.nn.Module, gradscope.nn.Module))
+
+
+def _parameters(model: Any) -> dict:
+    """Named parameters of a Module, or the ``parameters()`` list of a hand-written model class
+    (makemore style, whose tensors come from the shared random draws)."""
+    if _is_module(model):
+        return dict(model.named_parameters())
+    return {str(index): tensor for index, tensor in enumerate(model.parameters())}
+
+
+def _state(model: Any) -> dict:
+    return dict(model.state_dict()) if _is_module(model) else _parameters(model)
+
+
 def _copy_state(source: dict, target: dict) -> None:
     for name, module in source.items():
+        if not _is_module(module):
+            continue
         state = {key: gradscope.from_numpy(value.detach().numpy().copy())
                  for key, value in module.state_dict().items()}
         assert list(state) == list(target[name].state_dict()), f"{name}: state_dict keys differ"
@@ -185,7 +218,7 @@ def _copy_state(source: dict, target: dict) -> None:
 
 def _silence_dropout(modules: dict) -> None:
     """Dropout layers, recurrent and attention layers' ``dropout`` and models' own rates become 0."""
-    for module in modules.values():
+    for module in filter(_is_module, modules.values()):
         for layer in module.modules():
             if "Dropout" in type(layer).__name__:
                 layer.p = 0.0
@@ -205,7 +238,7 @@ def _build(files: tuple, monkeypatch: pytest.MonkeyPatch) -> tuple:
     for modules in (torch_models, gradscope_models):
         _silence_dropout(modules)
         if not getattr(reference, "CORPUS_TRAIN_MODE", True):
-            for module in modules.values():
+            for module in filter(_is_module, modules.values()):
                 module.eval()
     return torch_models, gradscope_models
 
@@ -254,6 +287,10 @@ def corpus_file(request: pytest.FixtureRequest) -> Iterator[tuple]:
     yield files
     for module in files:
         sys.modules.pop(module.__name__, None)
+    # a file may call set_default_device at import (the neural style tutorial does); in torch that
+    # installs a function mode that turns off fast paths other tests compare against
+    torch.set_default_device(None)
+    gradscope.set_default_device(None)
 
 
 def _tolerances(reference: types.ModuleType, dtype: tuple, stage: str) -> tuple:
@@ -270,15 +307,15 @@ def test_loss_and_gradients_agree(corpus_file: tuple, dtype: tuple, monkeypatch:
     rtol, atol = _tolerances(corpus_file[0], dtype, "loss")
     models = _build(corpus_file, monkeypatch)
     for modules in models:
-        for module in modules.values():
+        for module in filter(_is_module, modules.values()):
             module.zero_grad()
     losses = _run(corpus_file, monkeypatch, "corpus_loss", models)
     for loss in losses:
         loss.backward()
     assert_same(losses[0], losses[1], "loss", rtol, atol)
     for name, torch_model in models[0].items():
-        torch_grads = {key: p.grad for key, p in torch_model.named_parameters()}
-        gradscope_grads = {key: p.grad for key, p in models[1][name].named_parameters()}
+        torch_grads = {key: p.grad for key, p in _parameters(torch_model).items()}
+        gradscope_grads = {key: p.grad for key, p in _parameters(models[1][name]).items()}
         assert list(gradscope_grads) == list(torch_grads)
         for key, grad in torch_grads.items():
             if grad is None:
@@ -294,8 +331,7 @@ def test_training_loop_agrees(corpus_file: tuple, dtype: tuple, monkeypatch: pyt
     results = _run(corpus_file, monkeypatch, "corpus_train", models)
     assert_same(results[0], results[1], "training loop", rtol, atol)
     for name, torch_model in models[0].items():
-        assert_same(dict(torch_model.state_dict()), dict(models[1][name].state_dict()), f"{name} after training",
-                    rtol, atol)
+        assert_same(_state(torch_model), _state(models[1][name]), f"{name} after training", rtol, atol)
 
 
 def test_evaluation_agrees(corpus_file: tuple, dtype: tuple, monkeypatch: pytest.MonkeyPatch) -> None:

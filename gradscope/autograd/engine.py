@@ -191,21 +191,26 @@ def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
 
 
 def _wrap(grads: Sequence) -> tuple:
-    return tuple(None if g is None else Tensor._make(g) for g in grads)
+    make = Tensor._make
+    return tuple([None if g is None else make(g) for g in grads])
 
 
-def _check_hook_result(new: Any, old: np.ndarray, what: str) -> np.ndarray:
+def _check_hook_result(new: Any, old: np.ndarray, what: str, fn: Node | None = None) -> np.ndarray:
+    """The array of a hook's replacement gradient ``new``, checked against ``old``; ``what`` names
+    the hook in messages (``"tensor"``; ``"hook"`` with ``fn``: a hook of node ``fn``)."""
+    if new.__class__ is Tensor or isinstance(new, Tensor):
+        data = new._data
+        if data.shape == old.shape and data.dtype == old.dtype:
+            return data
+    where = what if fn is None else f"{what} of {fn.name()}"
     if not isinstance(new, Tensor):
-        raise TypeError(f"{what} hook returned an invalid value: expected a Tensor or None, got "
+        raise TypeError(f"{where} hook returned an invalid value: expected a Tensor or None, got "
                         f"{type(new).__name__}")
-    data = new._data
     if data.shape != old.shape:
-        raise RuntimeError(f"{what} hook changed the size of the gradient: expected {list(old.shape)}, "
+        raise RuntimeError(f"{where} hook changed the size of the gradient: expected {list(old.shape)}, "
                            f"got {list(data.shape)}")
-    if data.dtype != old.dtype:
-        raise RuntimeError(f"{what} hook changed the type of the gradient: expected {old.dtype}, got "
-                           f"{data.dtype}")
-    return data
+    raise RuntimeError(f"{where} hook changed the type of the gradient: expected {old.dtype}, got "
+                       f"{data.dtype}")
 
 
 def _run_tensor_hooks(hooks: dict, grad: np.ndarray) -> np.ndarray:
@@ -253,7 +258,7 @@ def _replace_tuple(result: Any, old: list, fn: Node, what: str, expected: list) 
                                    f"{list(shape)}, got {list(value._data.shape)}")
             new.append(value._data)
         else:
-            new.append(_check_hook_result(value, previous, f"{what} of {fn.name()}"))
+            new.append(_check_hook_result(value, previous, what, fn))
     return new
 
 
@@ -459,11 +464,10 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 3. node pre-hooks
     if extras is not None and extras.pre_hooks:
         exposed = True
-        expected = [shape for shape, _ in fn._meta]
         for hook in tuple(extras.pre_hooks.values()):
             result = hook(_wrap(buf))
             if result is not None:
-                buf = _replace_tuple(result, buf, fn, "hook", expected)
+                buf = _replace_tuple(result, buf, fn, "hook", [shape for shape, _ in fn._meta])
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if buf[0] is not None and accumulate:
@@ -476,7 +480,7 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
             fn.backward(grad)
             _post_accumulate(fn.variable)
         grads_in = ()
-    elif all(g is None for g in buf):
+    elif buf[0] is None if len(buf) == 1 else all(g is None for g in buf):
         grads_in = (None,) * len(fn._next)
     else:
         grads_in = fn.backward(*buf)
@@ -484,12 +488,11 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
             grads_in = (grads_in,) + (None,) * (len(fn._next) - 1)
     # 6. node post-hooks
     if extras is not None and extras.post_hooks:
-        grads_in = list(grads_in)
         outs = _wrap(buf)
-        expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
         for hook in tuple(extras.post_hooks.values()):
             result = hook(_wrap(grads_in), outs)
             if result is not None:
+                expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
     return grads_in
 

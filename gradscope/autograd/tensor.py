@@ -158,6 +158,7 @@ class Tensor:
         return self.grad_fn is None
 
     is_cuda = False
+    is_cpu = True
     is_xpu = False
     is_mps = False
     is_meta = False
@@ -428,6 +429,30 @@ class Tensor:
         return format_tensor(self)
 
     __str__ = __repr__
+
+    def share_memory_(self) -> "Tensor":
+        """Move the data into an anonymous shared mapping, which processes forked later share
+        (``multiprocessing``'s Hogwild pattern); a no-op for a tensor already shared."""
+        if not self.is_shared():
+            import mmap
+
+            size = max(self._data.nbytes, 1)
+            buffer = mmap.mmap(-1, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_ANONYMOUS", 0x20))
+            shared = np.frombuffer(buffer, dtype=self._data.dtype, count=self._data.size).reshape(self._data.shape)
+            shared[...] = self._data
+            self._data = shared
+        return self
+
+    def is_shared(self) -> bool:
+        """True after ``share_memory_()``."""
+        import mmap
+
+        base = self._data
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        if isinstance(base, memoryview):
+            base = base.obj
+        return isinstance(base, mmap.mmap)
 
     def __format__(self, format_spec: str) -> str:
         """A one-element 0-d tensor formats like its number (``f"{loss:.3f}"``), as in PyTorch."""

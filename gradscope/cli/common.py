@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -65,3 +66,42 @@ def progress_on_terminal(console: Console) -> Iterator[Callable[[str, int, int],
             progress.update(tasks[stage], completed=done, total=total)
 
         yield update
+
+
+class LogWriter:
+    """``--log``: one JSON line per step, each written whole with one ``write`` to a file opened
+    for appending, so lines of concurrent runs never interleave and an interruption never leaves
+    half a line. A failing write (disk full) stops the log and is reported; training goes on.
+
+    Args:
+        run: the started command (its ``fail(output, error)`` reports a failing write).
+        output: the resolved ``--log`` output, or None for no log.
+    """
+
+    def __init__(self, run: Any, output: Any) -> None:
+        self.run = run
+        self.output = output
+        self.descriptor: int | None = None
+        if output is not None:
+            try:
+                self.descriptor = os.open(output.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            except OSError as exc:
+                run.fail(output, exc)
+
+    def write(self, line: str) -> None:
+        """Append ``line`` (a whole JSON line, newline included) with one ``write``."""
+        if self.descriptor is None:
+            return
+        data = line.encode("utf-8")
+        try:
+            while data:
+                data = data[os.write(self.descriptor, data):]
+        except OSError as exc:
+            self.close()
+            self.run.fail(self.output, exc)
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self.descriptor is not None:
+            os.close(self.descriptor)
+            self.descriptor = None

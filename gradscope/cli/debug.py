@@ -75,7 +75,7 @@ def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None,
     """
     from gradscope.cli.startup import start
     from gradscope.debug import ConditionError, DebuggerShell, parse_condition, run_debug_step
-    from gradscope.monitor.diagnose import relative_source
+    from gradscope.monitor.tracing import relative_source
     from gradscope.render.debug import RichPresenter
 
     run = start(ctx)

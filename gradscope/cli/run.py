@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gradscope.cli.app import App, ExitCode
 from gradscope.cli.options import debug_option, format_option
 from gradscope.cli.settings import option
+
+if TYPE_CHECKING:
+    from gradscope.cli.common import LogWriter
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -44,7 +47,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run --nproc 2 --nan train_ddp.py
     """
     from gradscope.cli.startup import start
-    from gradscope.cli.watch import _LogWriter
+    from gradscope.cli.common import LogWriter
     from gradscope.monitor.run import RunOptions
 
     started = start(ctx, model=False)
@@ -62,7 +65,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     from gradscope.cli.launch import Worker
 
     worker = Worker.from_environment()
-    log = _LogWriter(started, started.output("log") if worker.writes_log else None)
+    log = LogWriter(started, started.output("log") if worker.writes_log else None)
     try:
         code = _run(started.app, script, list(script_args), options, log, output_format, worker)
     finally:
@@ -70,7 +73,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     started.exit(code)
 
 
-def _run(app: App, script: str, args: list[str], options: Any, log: Any, output_format: str, worker: Any) -> int:
+def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any) -> int:
     import json
 
     from gradscope.engines import get_engine

@@ -1,8 +1,7 @@
 """``gradscope watch MODEL --steps N``: train with a live gradient table; find where NaN/Inf start."""
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +11,9 @@ from gradscope.cli.options import debug_option, engine_option, format_option, mo
 from gradscope.cli.settings import option
 from gradscope.cli.startup import DEFAULT_BUNDLE
 from gradscope.cli.view_options import layers_option
+
+if TYPE_CHECKING:
+    from gradscope.cli.common import LogWriter
 
 
 @click.command("watch")
@@ -51,7 +53,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
       gradscope watch model.py --steps 200 --nan --inf --clip 1.0 --format json
       gradscope watch model.py --steps 100 --layers 'encoder.layers.*' 
     """
-    from gradscope.cli.common import quiet_numpy
+    from gradscope.cli.common import LogWriter, quiet_numpy
     from gradscope.cli.startup import start
     from gradscope.monitor.watch import WatchOptions, Watcher
     from gradscope.utils.usercode import Terminated, passes_through
@@ -73,7 +75,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
     watcher = Watcher(workload, options)
     output_format = ctx.params["output_format"]
     interrupt: KeyboardInterrupt | None = None
-    writer = _LogWriter(run, log)
+    writer = LogWriter(run, log)
     try:
         with quiet_numpy():
             _run(run.app, watcher, writer, live=output_format == "table" and run.app.stdout_is_terminal,
@@ -100,39 +102,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
     run.exit(ExitCode.OK if report.status == "ok" and not has_errors(report.findings) else ExitCode.FINDINGS)
 
 
-class _LogWriter:
-    """``--log``: one JSON line per step, each written whole with one ``write`` to a file opened
-    for appending, so lines of concurrent runs never interleave and an interruption never leaves
-    half a line. A failing write (disk full) stops the log and is reported; training goes on."""
-
-    def __init__(self, run: Any, output: Any) -> None:
-        self.run = run
-        self.output = output
-        self.descriptor: int | None = None
-        if output is not None:
-            try:
-                self.descriptor = os.open(output.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            except OSError as exc:
-                run.fail(output, exc)
-
-    def write(self, line: str) -> None:
-        if self.descriptor is None:
-            return
-        data = line.encode("utf-8")
-        try:
-            while data:
-                data = data[os.write(self.descriptor, data):]
-        except OSError as exc:
-            self.close()
-            self.run.fail(self.output, exc)
-
-    def close(self) -> None:
-        if self.descriptor is not None:
-            os.close(self.descriptor)
-            self.descriptor = None
-
-
-def _run(app: App, watcher: Any, log: _LogWriter, live: bool, plain: bool, layers: tuple[str, ...]) -> None:
+def _run(app: App, watcher: Any, log: LogWriter, live: bool, plain: bool, layers: tuple[str, ...]) -> None:
     import json
     import time
 

@@ -49,7 +49,7 @@ from gradscope.debug.views import (BreakpointList, BreakpointRow, GradGroup, Gra
                                    ParamRow, ParamsView, Position)
 from gradscope.engines import Engine, engine_of
 from gradscope.errors import ControlFlow, GradscopeError
-from gradscope.monitor.diagnose import relative_source
+from gradscope.monitor.tracing import relative_source
 
 _EDITABLE = {"pre": "grad_output", "post": "grad_input", "node": "grad_input"}
 

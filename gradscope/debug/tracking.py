@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import inspect
 import sys
-import sysconfig
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
 from gradscope.engines import Engine, engine_of
-from gradscope.monitor.diagnose import relative_source
-
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
-_LIBRARY_DIRS = tuple({str(Path(p).resolve()) for key, p in sysconfig.get_paths().items()
-                       if key in ("stdlib", "platstdlib", "purelib", "platlib")})
+from gradscope.monitor.tracing import is_user_file, relative_source
 
 
 @dataclass(eq=False)
@@ -104,13 +98,8 @@ class UserCode:
             frame = frame.f_back
         return cls(frozenset(outside))
 
-    def is_user_file(self, filename: str) -> bool:
-        """Whether code in ``filename`` can be the user's (not gradscope, a library or ``<string>``)."""
-        return not filename.startswith(_PACKAGE_DIR) and not filename.startswith("<") \
-            and not filename.startswith(_LIBRARY_DIRS)
-
     def is_user_frame(self, filename: str, line: int) -> bool:
-        return self.is_user_file(filename) and (filename, line) not in self.outside
+        return is_user_file(filename) and (filename, line) not in self.outside
 
     def user_frame(self) -> tuple[str, int] | None:
         """``(file, line)`` of the innermost user frame on the stack, or None when there is none."""
@@ -145,7 +134,7 @@ def forward_definition(module: Any) -> str | None:
         line = inspect.getsourcelines(forward)[1]
     except (OSError, TypeError):
         return None
-    if filename is None or not UserCode().is_user_file(filename):
+    if filename is None or not is_user_file(filename):
         return None
     return f"{relative_source(filename, line)} (forward)"
 

@@ -37,7 +37,28 @@ def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
     return reduce.softmax(logits, -1)
 
 
-class Categorical(Distribution):
+class _ProbsOrLogits(Distribution):
+    """A distribution given by ``probs`` or by ``logits`` (``_param``, the one given); the other is
+    derived on first use, as PyTorch's ``lazy_property`` does."""
+
+    _binary = False  # Bernoulli's logits are log-odds; Categorical's are normalised log-probabilities
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "logits":
+            value = probs_to_logits(self.__dict__["probs"], is_binary=self._binary)
+        elif name == "probs":
+            value = logits_to_probs(self.__dict__["logits"], is_binary=self._binary)
+        else:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        self.__dict__[name] = value
+        return value
+
+    @property
+    def param_shape(self) -> tuple:
+        return tuple(self._param.shape)
+
+
+class Categorical(_ProbsOrLogits):
     """``Categorical(probs=...)`` or ``Categorical(logits=...)`` over the last dimension.
 
     ``probs`` are normalised to sum to one; ``logits`` are normalised so that ``logsumexp`` is 0.
@@ -62,21 +83,6 @@ class Categorical(Distribution):
             self._param = self.logits
         self._num_events = self._param.shape[-1]
         super().__init__(tuple(self._param.shape[:-1]), (), validate_args)
-
-    def __getattr__(self, name: str) -> Any:
-        # the parameter not given is derived on first use (as PyTorch's lazy_property does)
-        if name == "logits":
-            value = probs_to_logits(self.__dict__["probs"])
-        elif name == "probs":
-            value = logits_to_probs(self.__dict__["logits"])
-        else:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        self.__dict__[name] = value
-        return value
-
-    @property
-    def param_shape(self) -> tuple:
-        return tuple(self._param.shape)
 
     @property
     def support(self) -> Constraint:
@@ -127,12 +133,13 @@ class Categorical(Distribution):
         return values
 
 
-class Bernoulli(Distribution):
+class Bernoulli(_ProbsOrLogits):
     """``Bernoulli(probs=...)`` or ``Bernoulli(logits=...)``: samples are 0./1. floats."""
 
     arg_constraints = {"probs": unit_interval, "logits": real}
     support = boolean
     has_enumerate_support = True
+    _binary = True
 
     def __init__(self, probs: Any = None, logits: Any = None, validate_args: bool | None = None) -> None:
         _exactly_one(probs, logits)
@@ -143,20 +150,6 @@ class Bernoulli(Distribution):
             (self.logits,) = broadcast_all(logits)
             self._param = self.logits
         super().__init__(tuple(self._param.shape), (), validate_args)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "logits":
-            value = probs_to_logits(self.__dict__["probs"], is_binary=True)
-        elif name == "probs":
-            value = logits_to_probs(self.__dict__["logits"], is_binary=True)
-        else:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        self.__dict__[name] = value
-        return value
-
-    @property
-    def param_shape(self) -> tuple:
-        return tuple(self._param.shape)
 
     @property
     def mean(self) -> Tensor:

@@ -58,13 +58,20 @@ class Engine:
 
     def tensors_in(self, value: Any) -> list:
         """The tensors in a module's arguments or output: tuples, lists and dict values, nested."""
-        if self.is_tensor(value):
+        is_tensor = self.is_tensor
+        if is_tensor(value):
             return [value]
-        if isinstance(value, (tuple, list)):
-            return [t for item in value for t in self.tensors_in(item)]
         if isinstance(value, dict):
-            return [t for item in value.values() for t in self.tensors_in(item)]
-        return []
+            value = value.values()
+        elif not isinstance(value, (tuple, list)):
+            return []
+        found = []
+        for item in value:  # (one level without recursion: the usual tuple of tensors)
+            if is_tensor(item):
+                found.append(item)
+            elif isinstance(item, (tuple, list, dict)):
+                found += self.tensors_in(item)
+        return found
 
     # ------------------------------------------------------------------ global hooks
     def register_module_forward_pre_hook(self, hook: Callable) -> Any:
@@ -138,14 +145,7 @@ class Engine:
 
     def nonfinite_kind(self, tensor: Any) -> str | None:
         """``"nan"`` if the tensor holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
-        array = self.to_numpy(tensor)
-        if array.dtype.kind != "f":
-            return None
-        if np.isnan(array).any():
-            return "nan"
-        if np.isinf(array).any():
-            return "inf"
-        return None
+        return nonfinite_kind_of_array(self.to_numpy(tensor))
 
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
         """The engine's ``nn.utils.clip_grad_norm_``."""
@@ -268,42 +268,63 @@ class Engine:
         return module
 
 
+def nonfinite_kind_of_array(array: np.ndarray) -> str | None:
+    """``"nan"`` if a numpy array holds a NaN, else ``"inf"`` if it holds an Inf, else None
+    (always None for an array that is not floating point)."""
+    if array.dtype.kind != "f":
+        return None
+    if np.isnan(array).any():
+        return "nan"
+    if np.isinf(array).any():
+        return "inf"
+    return None
+
+
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the
     array holds them."""
-    flat = array.reshape(-1)
-    if flat.size == 0:
-        return 0.0
-    if flat.dtype.kind != "f":
-        flat = flat.astype(np.float64)
-    value = float(np.dot(flat, flat))
-    if not math.isfinite(value) and np.isfinite(flat).all():
-        flat64 = flat.astype(np.float64)
-        value = float(np.dot(flat64, flat64))
+    if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
+        array = array.astype(np.float64)
+    value = float(np.vdot(array, array))  # (0.0 when empty)
+    if not math.isfinite(value) and np.isfinite(array).all():
+        flat64 = array.astype(np.float64)
+        value = float(np.vdot(flat64, flat64))
     return value
 
 
 #: Arrays up to this many elements are reduced together in one pass (per-call overhead dominates).
 BATCH_LIMIT = 1 << 15
+#: ... when there are at least this many of them (below, one call per array is faster).
+BATCH_MIN = 8
+_FLOAT32 = np.dtype(np.float32)
 
 
 def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:
-    """:func:`squared_norm` of each array (None for None); small float arrays of one dtype are
-    squared and summed together in one pass (a non-finite result is recomputed on its own, so a
-    float32 overflow of finite values is not reported as Inf)."""
-    if len(arrays) == 1:
-        return [None if arrays[0] is None else squared_norm(arrays[0])]
+    """:func:`squared_norm` of each array (None for None); small float32 arrays are squared and
+    summed together in one pass when there are many (a non-finite result is recomputed on its own,
+    so a float32 overflow of finite values is not reported as Inf)."""
+    if len(arrays) < BATCH_MIN:
+        return [None if array is None else squared_norm(array) for array in arrays]
     result: list[float | None] = [None] * len(arrays)
-    small = [index for index, array in enumerate(arrays)
-             if array is not None and 0 < array.size <= BATCH_LIMIT and array.dtype == np.float32]
-    if len(small) > 1:
-        chosen = [arrays[index] for index in small]
-        offsets = np.cumsum([0] + [array.size for array in chosen[:-1]])
-        flat = np.concatenate(chosen, axis=None)
-        np.multiply(flat, flat, out=flat)
-        for index, value in zip(small, np.add.reduceat(flat, offsets).tolist()):
-            result[index] = value if math.isfinite(value) else None
+    where: list[int] = []
+    small: list[np.ndarray] = []
     for index, array in enumerate(arrays):
-        if array is not None and result[index] is None:
+        if array is None:
+            continue
+        if 0 < array.size <= BATCH_LIMIT and array.dtype == _FLOAT32:
+            where.append(index)
+            small.append(array)
+        else:
             result[index] = squared_norm(array)
+    if len(small) < BATCH_MIN:
+        for index, array in zip(where, small):
+            result[index] = squared_norm(array)
+        return result
+    offsets = np.zeros(len(small), dtype=np.intp)
+    np.cumsum([array.size for array in small[:-1]], out=offsets[1:])
+    flat = np.concatenate(small, axis=None)
+    with np.errstate(over="ignore"):  # (an overflow is recomputed in float64 below)
+        np.multiply(flat, flat, out=flat)
+    for index, value, array in zip(where, np.add.reduceat(flat, offsets).tolist(), small):
+        result[index] = value if math.isfinite(value) else squared_norm(array)
     return result

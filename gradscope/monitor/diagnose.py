@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
 import warnings
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from gradscope.engines import Engine
 from gradscope.monitor.analysis import diverged
 from gradscope.monitor.monitors import _HookOwner
 from gradscope.monitor.records import Divergence, StepRecord
+from gradscope.monitor.tracing import LineTracer, lines_of, relative_source
 
 # The start of the warning PyTorch's (and gradscope's) losses give when input and target broadcast.
 BROADCAST_WARNING = "Using a target size"
@@ -94,20 +94,18 @@ class GraphCuts(_HookOwner):
         super().__init__(model, engine)
         self._source_file = str(source_file) if source_file is not None else None
         self._outputs: dict[tuple[int, int, tuple], tuple[Any, str]] = {}
-        self._last_line: dict[int, int] = {}
-        self._previous_trace: Callable | None = None
+        self._lines = LineTracer(lines_of(source_file), self._look_for_cut) if source_file is not None else None
         self.called: list[str] = []
         self.cuts: dict[str, str] = {}
 
     def _attach(self) -> None:
         self._handles.append(self.engine.register_module_forward_hook(self._on_forward))
-        if self._source_file is not None:
-            self._previous_trace = sys.gettrace()
-            sys.settrace(self._trace_call)
+        if self._lines is not None:
+            self._lines.__enter__()
 
     def close(self) -> None:
-        if self._source_file is not None and sys.gettrace() == self._trace_call:
-            sys.settrace(self._previous_trace)
+        if self._lines is not None:
+            self._lines.close()
         self._outputs.clear()
         super().close()
 
@@ -132,25 +130,6 @@ class GraphCuts(_HookOwner):
             frame = frame.f_back
         return None if frame is None else relative_source(frame.f_code.co_filename, frame.f_lineno)
 
-    def _trace_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if frame.f_code.co_filename != self._source_file:
-            return None
-        self._last_line[id(frame)] = frame.f_lineno
-        return self._trace_line
-
-    def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        line = self._last_line.get(id(frame), frame.f_lineno)
-        if event == "line":
-            for value in list(frame.f_locals.values()):
-                self._look_for_cut(value, frame.f_code.co_filename, line)
-        elif event == "return":
-            self._look_for_cut(arg, frame.f_code.co_filename, frame.f_lineno)
-        if event == "return":
-            self._last_line.pop(id(frame), None)
-        else:
-            self._last_line[id(frame)] = frame.f_lineno
-        return self._trace_line
-
     def _look_for_cut(self, value: Any, filename: str, line: int) -> None:
         for tensor in self.engine.tensors_in(value):
             if getattr(tensor, "requires_grad", True):
@@ -158,15 +137,6 @@ class GraphCuts(_HookOwner):
             known = self._outputs.get(self.engine.storage_key(tensor))
             if known is not None and known[1] not in self.cuts:
                 self.cuts[known[1]] = relative_source(filename, line)
-
-
-def relative_source(filename: str, line: int) -> str:
-    """``file:line`` with the file relative to the current directory when it is below it."""
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:
-        relative = filename
-    return f"{filename if relative.startswith('..') else relative}:{line}"
 
 
 @contextlib.contextmanager

@@ -20,17 +20,17 @@ its post-hook reports both, so that the node needs a single hook.
 from __future__ import annotations
 
 import math
-import sys
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any, Callable
 
 from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
+from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
 
 _ACCUMULATE = "AccumulateGrad"
+_NO_INPUTS: frozenset = frozenset()
 
 
 class _HookOwner:
@@ -44,8 +44,7 @@ class _HookOwner:
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         self.model = model
         self.engine = engine or engine_of(model)
-        self._named_modules = list(model.named_modules())
-        self._names = {id(module): name for name, module in self._named_modules}
+        self._names = {id(module): name for name, module in model.named_modules()}
         self._handles: list[Any] = []
 
     def _attach(self) -> None:
@@ -75,8 +74,10 @@ class ModuleCall:
     Attributes:
         name: the module's dotted path ("" for the model itself).
         module: the module.
-        edges: the ``(node, output_nr)`` graph edges of the call's non-leaf tensor arguments.
-        leaves: ``id`` of the call's leaf tensor arguments that require grad.
+        edges: the ``(node, output_nr)`` graph edges of the call's non-leaf tensor arguments
+            (emptied when the call returns).
+        leaves: ``id`` of the call's leaf tensor arguments that require grad (emptied when the
+            call returns).
         output_nonfinite: a ``grad_output`` tensor of this call held NaN/Inf (set by tracers).
     """
 
@@ -141,30 +142,42 @@ class ModuleGradientHooks(_HookOwner):
         self._call_started(call)
 
     def _forward_post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
-        call = self._pop(module)
-        if call is None:
-            return
-        for tensor in self.engine.tensors_in(kwargs) if kwargs else ():
+        stack = self._stack
+        if stack and stack[-1].module is module:
+            call = stack.pop()
+        else:
+            call = self._pop(module)
+            if call is None:
+                return
+        tensors_in = self.engine.tensors_in
+        if kwargs:
             # keyword arguments are not given to global forward pre-hooks: their edges are taken here
-            if tensor.requires_grad:
-                if tensor.grad_fn is None:
-                    call.leaves.add(id(tensor))
-                else:
-                    call.edges.add((tensor.grad_fn, tensor.output_nr))
-        outputs = [t for t in self.engine.tensors_in(output) if t.requires_grad]
+            for tensor in tensors_in(kwargs):
+                if tensor.requires_grad:
+                    if tensor.grad_fn is None:
+                        call.leaves.add(id(tensor))
+                    else:
+                        call.edges.add((tensor.grad_fn, tensor.output_nr))
+        outputs = [t for t in tensors_in(output) if t.requires_grad]
         boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
+        call.edges = call.leaves = _NO_INPUTS  # the walk was their only use: free them with the call's forward
+        handles = self._handles
+        cls = type(self)  # (hooks are partials of the class's functions: no bound method per hook)
         # An output made by a node that also sends gradient to the inputs (a leaf module's
         # single op) is seen by that node's post-hook: one hook instead of two.
         output_slots: dict = {}
         for tensor in outputs:
             node = tensor.grad_fn
-            if node in boundary and tensor.output_nr not in output_slots.setdefault(node, []):
-                output_slots[node].append(tensor.output_nr)
-            else:
-                self._handles.append(tensor.register_hook(partial(self._grad_output, call)))
+            if node in boundary:
+                slots = output_slots.setdefault(node, [])
+                output_nr = tensor.output_nr
+                if output_nr not in slots:
+                    slots.append(output_nr)
+                    continue
+            handles.append(tensor.register_hook(partial(cls._grad_output, self, call)))
         for node, slots in boundary.items():
-            self._handles.append(node.register_hook(partial(self._node_hook, call, slots,
-                                                            tuple(output_slots.get(node, ())))))
+            handles.append(node.register_hook(partial(cls._node_hook, self, call, slots,
+                                                      tuple(output_slots.get(node, ())))))
 
     def _pop(self, module: Any) -> ModuleCall | None:
         """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
@@ -177,39 +190,42 @@ class ModuleGradientHooks(_HookOwner):
 
     def _walk(self, call: ModuleCall, outputs: list) -> dict:
         """The nodes created by ``call`` that send gradient to its inputs: ``node -> slots``."""
-        edges, leaves, owner = call.edges, call.leaves, self.owner
+        edges, leaves = call.edges, call.leaves
+        owner = self.owner if self.track_owners else None
         boundary: dict = {}
         stack = []
         for tensor in outputs:
             node = tensor.grad_fn
-            if node is not None and (node, tensor.output_nr) not in edges and node not in stack:
+            if node is not None and node not in stack and (node, tensor.output_nr) not in edges:
                 stack.append(node)
         seen = set(stack)
-        track = self.track_owners
         while stack:
             node = stack.pop()
-            if track and node not in owner:
+            if owner is not None and node not in owner:
                 owner[node] = call
-            for index, (child, output_nr) in enumerate(node.next_functions):
+            slots = []
+            for index, edge in enumerate(node.next_functions):
+                child = edge[0]
                 if child is None:
                     continue
-                if type(child).__name__ == _ACCUMULATE:
+                if edge in edges:
+                    slots.append(index)
+                elif type(child).__name__ == _ACCUMULATE:
                     if id(child.variable) in leaves:
-                        boundary.setdefault(node, []).append(index)
-                elif (child, output_nr) in edges:
-                    boundary.setdefault(node, []).append(index)
+                        slots.append(index)
                 elif child not in seen:
                     seen.add(child)
                     stack.append(child)
-        return {node: tuple(slots) for node, slots in boundary.items()}
+            if slots:
+                boundary[node] = tuple(slots)
+        return boundary
 
     def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
                    grad_outputs: tuple) -> tuple | None:
         for index in output_slots:
             if grad_outputs[index] is not None:
                 self._grad_output(call, grad_outputs[index])
-        grads = [grad_inputs[index] for index in slots]
-        replaced = self._grad_input(call, grads)
+        replaced = self._grad_input(call, [grad_inputs[index] for index in slots])
         if replaced is None:
             return None
         result = list(grad_inputs)
@@ -234,30 +250,51 @@ class GradientMonitor(ModuleGradientHooks):
 
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         super().__init__(model, engine)
-        self._types = {name: type(module).__name__ for name, module in self._named_modules}
         self._calls: dict[str, int] = {}
+        self._types: dict[str, str] = {}
         self._squares: dict[str, list[float | None]] = {}
         self._nonfinite: dict[str, int] = {}
 
     def _call_started(self, call: ModuleCall) -> None:
-        self._calls[call.name] = self._calls.get(call.name, 0) + 1
+        name = call.name
+        if name in self._calls:
+            self._calls[name] += 1
+        else:
+            self._calls[name] = 1
+            self._types[name] = type(call.module).__name__
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        self._add(call.name, 0, [grad])
+        self._add(call.name, [grad], 1)
 
     def _grad_input(self, call: ModuleCall, grads: list) -> None:
-        self._add(call.name, 1, [grad for grad in grads if grad is not None])
+        grads = [grad for grad in grads if grad is not None]
+        if grads:
+            self._add(call.name, grads, 0)
 
-    def _add(self, name: str, index: int, grads: list) -> None:
-        if not grads:
-            return
-        squares = self._squares.get(name)
-        if squares is None:
-            squares = self._squares[name] = [None, None]
-        for grad, square in zip(grads, self.engine.squared_norms(grads)):
-            squares[index] = (squares[index] or 0.0) + square
-            if not math.isfinite(square):
-                self._nonfinite[name] = self._nonfinite.get(name, 0) + nonfinite_count(self.engine, grad)
+    def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
+                   grad_outputs: tuple) -> None:
+        # The base class's hook, for a monitor that never replaces gradients: the squared norms
+        # of the node's grad_output and grad_input gradients in one call.
+        grads = [grad_outputs[index] for index in output_slots if grad_outputs[index] is not None]
+        outputs = len(grads)
+        grads += [grad_inputs[index] for index in slots if grad_inputs[index] is not None]
+        if grads:
+            self._add(call.name, grads, outputs)
+
+    def _add(self, name: str, grads: list, outputs: int) -> None:
+        """Add the squared norms of ``grads`` to the totals of module ``name``: the first
+        ``outputs`` are gradients of its outputs, the others gradients it sends to its inputs."""
+        squares = self.engine.squared_norms(grads)
+        totals = self._squares.get(name)
+        if totals is None:
+            totals = self._squares[name] = [None, None]
+        for index, square in enumerate(squares):
+            slot = 0 if index < outputs else 1
+            totals[slot] = (totals[slot] or 0.0) + square
+        if not math.isfinite(sum(squares)):  # (a sum of squares is finite when every one is)
+            for grad, square in zip(grads, squares):
+                if not math.isfinite(square):
+                    self._nonfinite[name] = self._nonfinite.get(name, 0) + nonfinite_count(self.engine, grad)
 
     def module_records(self) -> tuple[ModuleRecord, ...]:
         """One record per module called in forward, in the order of their first call."""
@@ -280,26 +317,50 @@ class ForwardNonFiniteTracer(_HookOwner):
 
     A global forward hook checks every module's inputs and output: the first module (in completion
     order) whose inputs are finite but whose output is not is the origin; later modules that receive
-    a non-finite input only pass it on. When ``source_file`` is given, the lines of code in that file
-    are traced as well (``sys.settrace``, only during this expensive re-run), so the exact line
-    whose result first holds a non-finite tensor is known.
+    a non-finite input only pass it on. When ``source_file`` (or ``follow``) is given, the lines of
+    code in those files are traced as well (``sys.settrace``, only during this expensive re-run), so
+    the exact line whose result first holds a non-finite tensor is known.
 
-    Where the engine can (PyTorch), every operation's output is checked as well
-    (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
+    Where the engine can (PyTorch) and ``trace_ops`` is on, every operation's output is checked as
+    well (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
     NaN/Inf, its autograd node and the stack that called it, also outside the model file.
+
+    Args:
+        model: the model observed.
+        source_file: the model file, whose lines are traced.
+        engine: the engine adapter (found from the model when None).
+        follow: ``follow(filename, first_line) -> bool``, the files to trace instead of
+            ``source_file`` (e.g. every file of the user's, see
+            :func:`~gradscope.monitor.tracing.is_user_file`).
+        module_name: ``module_name(module) -> str | None``, the path of a module (None: outside
+            the model); by default its path in ``model``.
+        module_outputs_at_lines: attribute a module's non-finite output to the traced line that
+            received it (by default only tensors the forward hook has not seen already count, so
+            a line is found only for a value made by the traced code itself); arguments of a
+            traced function are never attributed to it.
+        trace_ops: check every operation's output where the engine can.
 
     Attributes:
         module: dotted path of the originating module, or None.
         node: the autograd node of the first non-finite tensor (``"LogBackward0"``), if any.
         ops: the first non-finite operation (an ``OpTrace``), or None when the engine cannot tell.
         kind: ``"nan"`` or ``"inf"``.
+        parameter: the first of the originating module's own parameters that is already non-finite
+            (its dotted path), or None; ``parameter_kind`` is its kind.
         source: ``(file, line)`` of the first line that produced a non-finite tensor, or None.
         propagated: modules that received a non-finite input.
     """
 
-    def __init__(self, model: Any, source_file: Path | None = None, engine: Engine | None = None) -> None:
+    def __init__(self, model: Any, source_file: Path | None = None, engine: Engine | None = None, *,
+                 follow: Callable[[str, int], bool] | None = None,
+                 module_name: Callable[[Any], str | None] | None = None,
+                 module_outputs_at_lines: bool = False, trace_ops: bool = True) -> None:
         super().__init__(model, engine)
-        self._source_file = str(source_file) if source_file is not None else None
+        if follow is None and source_file is not None:
+            follow = lines_of(source_file)
+        self._module_name = module_name or (lambda module: self._names.get(id(module)))
+        self._module_outputs_at_lines = module_outputs_at_lines
+        self._trace_ops = trace_ops
         self.module: str | None = None
         self.module_found = False
         self.node: str | None = None
@@ -307,92 +368,71 @@ class ForwardNonFiniteTracer(_HookOwner):
         self.source: tuple[str, int] | None = None
         self.source_node: str | None = None
         self.source_kind: str | None = None
-        self.parameter_nonfinite = False
+        self.parameter: str | None = None
+        self.parameter_kind: str | None = None
         self.propagated: list[str] = []
         self.ops: OpTrace | None = None
         self._ops_context: Any = None
-        self._checked: dict[int, tuple[Any, str | None]] = {}
-        self._last_line: dict[int, int] = {}
-        self._previous_trace: Callable | None = None
+        self._kinds = NonFiniteKinds(self.engine)
+        self._arguments: dict[int, Any] = {}
+        self._lines = LineTracer(follow, self._attribute, self._entered) if follow is not None else None
+
+    @property
+    def parameter_nonfinite(self) -> bool:
+        """Whether one of the originating module's own parameters is already non-finite."""
+        return self.parameter is not None
 
     def _attach(self) -> None:
         self._handles.append(self.engine.register_module_forward_hook(self._on_forward))
-        self._ops_context = self.engine.trace_nonfinite_ops()
-        self.ops = self._ops_context.__enter__()
-        if self._source_file is not None:
-            self._previous_trace = sys.gettrace()
-            sys.settrace(self._trace_call)
+        if self._trace_ops:
+            self._ops_context = self.engine.trace_nonfinite_ops()
+            self.ops = self._ops_context.__enter__()
+        if self._lines is not None:
+            self._lines.__enter__()
 
     def close(self) -> None:
-        if self._source_file is not None and sys.gettrace() == self._trace_call:
-            sys.settrace(self._previous_trace)
+        if self._lines is not None:
+            self._lines.close()
         if self._ops_context is not None:
             context, self._ops_context = self._ops_context, None
             context.__exit__(None, None, None)
         super().close()
 
-    def _kind(self, tensor: Any) -> str | None:
-        key = id(tensor)
-        cached = self._checked.get(key)
-        if cached is not None and cached[0] is tensor:
-            return cached[1]
-        kind = self.engine.nonfinite_kind(tensor)
-        self._checked[key] = (tensor, kind)
-        return kind
-
-    def _first_kind(self, value: Any) -> tuple[str | None, Any]:
-        for tensor in self.engine.tensors_in(value):
-            kind = self._kind(tensor)
-            if kind is not None:
-                return kind, tensor
-        return None, None
-
     def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
-        out_kind, tensor = self._first_kind(output)
+        out_kind, tensor = self._kinds.first(output)
         if out_kind is None:
             return
-        in_kind, _ = self._first_kind(args)
-        params_bad = any(self._kind(p) is not None for p in module.parameters(recurse=False))
-        name = self._names.get(id(module))
+        in_kind, _ = self._kinds.first(args)
+        name = self._module_name(module)
+        bad_parameter = next(((parameter_name, kind) for parameter_name, parameter
+                              in module.named_parameters(recurse=False)
+                              if (kind := self._kinds.kind(parameter)) is not None), None)
         if not self.module_found and in_kind is None:
             self.module_found = True
             self.module = name
             self.kind = out_kind
             self.node = self.engine.node_name(tensor)
-            self.parameter_nonfinite = params_bad
-        elif self.module_found and name is not None and not _contains(name, self.module):
+            if bad_parameter is not None:
+                self.parameter = join_path(name or "", bad_parameter[0])
+                self.parameter_kind = bad_parameter[1]
+        elif self.module_found and name is not None and not encloses(name, self.module):
             self.propagated.append(name)
 
-    # ---- line tracing (sys.settrace), only for frames of the model file
-    def _trace_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if frame.f_code.co_filename != self._source_file:
-            return None
-        for value in list(frame.f_locals.values()):
-            self._first_kind(value)  # arguments are not attributed to this frame
-        self._last_line[id(frame)] = frame.f_lineno
-        return self._trace_line
+    # ---- line tracing (sys.settrace), only for the followed files
+    def _entered(self, value: Any) -> None:
+        for tensor in self.engine.tensors_in(value):  # arguments are not attributed to this frame
+            self._arguments[id(tensor)] = tensor
 
-    def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if self.source is None:
-            if event == "line":
-                for value in list(frame.f_locals.values()):
-                    self._attribute(value, frame, self._last_line.get(id(frame), frame.f_lineno))
-            elif event == "return":
-                self._attribute(arg, frame, frame.f_lineno)
-        if event == "return":
-            self._last_line.pop(id(frame), None)
-        else:
-            self._last_line[id(frame)] = frame.f_lineno
-        return self._trace_line
-
-    def _attribute(self, value: Any, frame: FrameType, line: int) -> None:
+    def _attribute(self, value: Any, filename: str, line: int) -> None:
+        if self.source is not None:
+            return
         for tensor in self.engine.tensors_in(value):
-            known = self._checked.get(id(tensor))
-            if known is not None and known[0] is tensor:
+            if self._arguments.get(id(tensor)) is tensor or \
+                    (not self._module_outputs_at_lines and self._kinds.known(tensor)):
                 continue
-            kind = self._kind(tensor)
-            if kind is not None and self.source is None:
-                self.source = (frame.f_code.co_filename, line)
+            kind = self._kinds.kind(tensor)
+            if kind is not None:
+                self.source = (filename, line)
                 self.source_node = self.engine.node_name(tensor)
                 self.source_kind = kind
                 return
@@ -434,15 +474,7 @@ class BackwardNonFiniteTracer(ModuleGradientHooks):
 
     def watch(self, loss: Any) -> None:
         """Put a post-hook on every node of the graph below ``loss``."""
-        stack = [loss.grad_fn] if loss.grad_fn is not None else []
-        seen = set(stack)
-        while stack:
-            node = stack.pop()
-            self._handles.append(node.register_hook(partial(self._check_node, node)))
-            for child, _ in node.next_functions:
-                if child is not None and child not in seen and type(child).__name__ != _ACCUMULATE:
-                    seen.add(child)
-                    stack.append(child)
+        self._handles.extend(hook_every_node([loss.grad_fn], self._check_node))
 
     def _first_kind(self, grads: Any) -> str | None:
         for grad in grads:
@@ -477,16 +509,9 @@ class BackwardNonFiniteTracer(ModuleGradientHooks):
             self.module_found = True
             self.module = call.name
             self.kind = self.kind or kind
-        elif self.module_found and not _contains(call.name, self.module) and call.name not in self.propagated:
+        elif self.module_found and not encloses(call.name, self.module) and call.name not in self.propagated:
             self.propagated.append(call.name)
         return None
-
-
-def _contains(outer: str, inner: str | None) -> bool:
-    """True if module ``outer`` is ``inner`` or one of its ancestors."""
-    if inner is None:
-        return False
-    return outer == inner or outer == "" or inner.startswith(outer + ".")
 
 
 def _sqrt(value: float | None) -> float | None:

@@ -27,6 +27,7 @@ from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.stats import module_of
+from gradscope.monitor.tracing import join_path
 
 __all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 
@@ -235,8 +236,8 @@ class RunMonitor:
             self._names[id(root.module)] = prefix
             inner = root.engine.uncompiled(root.module)
             for name, module in inner.named_modules():
-                self._names.setdefault(id(module), _join(prefix, name))
-            self._parameters.extend((_join(prefix, name), p) for name, p in inner.named_parameters()
+                self._names.setdefault(id(module), join_path(prefix, name))
+            self._parameters.extend((join_path(prefix, name), p) for name, p in inner.named_parameters()
                                     if p.requires_grad)
         self._parameter_modules = [module_of(name) for name, _ in self._parameters]
 
@@ -534,10 +535,6 @@ def _root_prefixes(modules: list, main_globals: Callable[[], dict] | None) -> li
         prefix = names.get(id(module)) or f"{type(module).__name__.lower()}{index}"
         prefixes.append(prefix)
     return prefixes
-
-
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}.{name}" if prefix and name else prefix or name
 
 
 def _label(name: str) -> str:

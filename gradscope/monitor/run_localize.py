@@ -16,38 +16,19 @@ and the parameters have not changed since. Each call is re-run with full instrum
 from __future__ import annotations
 
 import math
-import os
-import sys
-import sysconfig
-from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from gradscope.engines import ACCUMULATE_NODE, Engine
+from gradscope.engines import Engine
+from gradscope.monitor.monitors import ForwardNonFiniteTracer
 from gradscope.monitor.records import NonFiniteOrigin
 from gradscope.monitor.stats import module_of
+from gradscope.monitor.tracing import encloses, hook_every_node, is_user_file, module_words, relative_source
 
 if TYPE_CHECKING:
     from gradscope.monitor.run import RootCall, RunMonitor, RunOptions
 
-_GRADSCOPE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_LIBRARY_DIRS = tuple(sorted({os.path.abspath(sysconfig.get_paths()[key]) + os.sep
-                              for key in ("stdlib", "platstdlib", "purelib", "platlib")})) + (_GRADSCOPE_DIR,)
-
-
-def is_user_file(filename: str) -> bool:
-    """True for the user's own source files (not the standard library, installed packages or gradscope)."""
-    if filename.startswith("<"):
-        return False
-    return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
-
-
-def relative_source(filename: str, line: int) -> str:
-    """``file:line``, relative to the working directory when the file is below it."""
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:
-        relative = filename
-    return f"{filename if relative.startswith('..') else relative}:{line}"
+def _follow(filename: str, line: int) -> bool:
+    return is_user_file(filename)
 
 
 def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
@@ -110,7 +91,9 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
     for call in calls:
         if _first_kind(engine, call.outputs) is None:
             continue
-        trace = _ForwardTrace(monitor, engine)
+        trace = ForwardNonFiniteTracer(engine.local_module(call.module), engine=engine, follow=_follow,
+                                       module_name=monitor.module_name, module_outputs_at_lines=True,
+                                       trace_ops=False)
         try:
             with trace:
                 _call_again(engine, call)
@@ -119,16 +102,17 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
         if not trace.module_found:
             kind = _first_kind(engine, call.outputs) or "nan"
             return NonFiniteOrigin(step=step, phase="forward", module=call.name, node=engine.node_name(
-                call.outputs[0]), source=None, kind=kind, detail=f"{_words(call.name)} returned {kind}; running "
+                call.outputs[0]), source=None, kind=kind, detail=f"{module_words(call.name)} returned {kind}; running "
                                                                  "it again did not reproduce it")
         if trace.parameter is not None:
+            kind = trace.parameter_kind or trace.kind
             if monitor.optimizer_steps:
-                return _update_origin(step - 1, trace.parameter, trace.kind, monitor.last_optimizer)
+                return _update_origin(step - 1, trace.parameter, kind, monitor.last_optimizer)
             return NonFiniteOrigin(step=step, phase="forward", module=trace.module, node=None, source=None,
-                                   kind=trace.kind, detail=f"parameter {trace.parameter} was already {trace.kind} "
-                                                           "before the first optimizer step")
+                                   kind=kind, detail=f"parameter {trace.parameter} was already {kind} "
+                                                     "before the first optimizer step")
         source = relative_source(*trace.source) if trace.source is not None else None
-        detail = f"{_words(trace.module)} turned finite inputs into {trace.kind}"
+        detail = f"{module_words(trace.module)} turned finite inputs into {trace.kind}"
         if trace.propagated:
             detail += "; the modules listed after it only passed it on"
         return NonFiniteOrigin(step=step, phase="forward", module=trace.module,
@@ -139,103 +123,6 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
         return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
                                detail=f"the model's outputs are finite; the loss computation produced {kind}")
     return None
-
-
-class _ForwardTrace:
-    """Global forward hooks that check every module's inputs and outputs exactly, and line tracing
-    of the user's files (``sys.settrace``, only during this re-run)."""
-
-    def __init__(self, monitor: "RunMonitor", engine: Engine) -> None:
-        self.monitor = monitor
-        self.engine = engine
-        self.module: str | None = None
-        self.module_found = False
-        self.kind = "nan"
-        self.node: str | None = None
-        self.parameter: str | None = None
-        self.propagated: list[str] = []
-        self.source: tuple[str, int] | None = None
-        self.source_node: str | None = None
-        self._checked: dict[int, tuple[Any, str | None]] = {}
-        self._arguments: dict[int, Any] = {}
-        self._last_line: dict[int, int] = {}
-        self._handle: Any = None
-        self._previous_trace: Callable | None = None
-
-    def __enter__(self) -> "_ForwardTrace":
-        self._handle = self.engine.register_module_forward_hook(self._on_forward)
-        self._previous_trace = sys.gettrace()
-        sys.settrace(self._trace_call)
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        sys.settrace(self._previous_trace)
-        self._handle.remove()
-
-    def _kind(self, tensor: Any) -> str | None:
-        cached = self._checked.get(id(tensor))
-        if cached is not None and cached[0] is tensor:
-            return cached[1]
-        kind = self.engine.nonfinite_kind(tensor)
-        self._checked[id(tensor)] = (tensor, kind)
-        return kind
-
-    def _first(self, value: Any) -> tuple[str | None, Any]:
-        for tensor in self.engine.tensors_in(value):
-            kind = self._kind(tensor)
-            if kind is not None:
-                return kind, tensor
-        return None, None
-
-    def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
-        out_kind, tensor = self._first(output)
-        if out_kind is None:
-            return
-        in_kind, _ = self._first(args)
-        name = self.monitor.module_name(module)
-        if not self.module_found and in_kind is None:
-            self.module_found = True
-            self.module = name
-            self.kind = out_kind
-            self.node = self.engine.node_name(tensor)
-            for parameter_name, parameter in module.named_parameters(recurse=False):
-                if self._kind(parameter) is not None:
-                    self.parameter = _join(name or "", parameter_name)
-                    self.kind = self._kind(parameter)
-                    break
-        elif self.module_found and name is not None and not _contains(name, self.module):
-            self.propagated.append(name)
-
-    def _trace_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if not is_user_file(frame.f_code.co_filename):
-            return None
-        for value in list(frame.f_locals.values()):
-            for tensor in self.engine.tensors_in(value):  # arguments are not attributed to this frame
-                self._arguments[id(tensor)] = tensor
-        self._last_line[id(frame)] = frame.f_lineno
-        return self._trace_line
-
-    def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if self.source is None:
-            if event == "line":
-                for value in list(frame.f_locals.values()):
-                    self._attribute(value, frame, self._last_line.get(id(frame), frame.f_lineno))
-            elif event == "return":
-                self._attribute(arg, frame, frame.f_lineno)
-        if event == "return":
-            self._last_line.pop(id(frame), None)
-        else:
-            self._last_line[id(frame)] = frame.f_lineno
-        return self._trace_line
-
-    def _attribute(self, value: Any, frame: FrameType, line: int) -> None:
-        for tensor in self.engine.tensors_in(value):
-            if self._arguments.get(id(tensor)) is tensor:
-                continue
-            if self._kind(tensor) is not None:
-                self.source = (frame.f_code.co_filename, line)
-                self.source_node = self.engine.node_name(tensor)
-                return
 
 
 # ---------------------------------------------------------------------------- backward
@@ -249,7 +136,7 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
         if kind is not None:
             node, kind = _first_bad_node(engine, monitor.loss_events, kind)
             return NonFiniteOrigin(step=step, phase="backward", module=None, node=node, source=None, kind=kind,
-                                   detail=f"the gradient that reached the output of {_words(call.name)} was "
+                                   detail=f"the gradient that reached the output of {module_words(call.name)} was "
                                           f"already {kind}: the loss computation outside the model produced it")
         trace = _BackwardTrace(monitor, engine)
         try:
@@ -258,7 +145,7 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
             continue
         if trace.node is not None:
             source = relative_source(*trace.source) if trace.source is not None else None
-            detail = f"the backward pass of {_words(trace.module)} produced the first {trace.kind} in {trace.node}"
+            detail = f"the backward pass of {module_words(trace.module)} produced the first {trace.kind} in {trace.node}"
             if trace.propagated:
                 detail += "; the modules listed after it only passed it on"
             return NonFiniteOrigin(step=step, phase="backward", module=trace.module, node=trace.node,
@@ -295,7 +182,7 @@ class _BackwardTrace:
                 handle.remove()
         tensors = [t for t in engine.tensors_in(outputs) if t.requires_grad]
         pairs = [(t, grad) for t, grad in zip(tensors, call.grad_outputs) if grad is not None]
-        handles = self._hook_graph([t for t, _ in pairs])
+        handles = hook_every_node([t.grad_fn for t, _ in pairs], self._on_node)
         try:
             self.monitor.original_backward(engine)([t for t, _ in pairs], [grad for _, grad in pairs])
         finally:
@@ -326,28 +213,15 @@ class _BackwardTrace:
             if tensor.requires_grad:
                 tensor.register_hook(lambda grad, name=name: self._events.append(("module", name, grad, None)))
 
-    def _hook_graph(self, outputs: list) -> list:
-        handles = []
-        seen: set[int] = set()
-        stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if node.name() != ACCUMULATE_NODE:
-                handles.append(node.register_hook(
-                    lambda grad_inputs, grad_outputs, node=node: self._events.append(
-                        ("node", node, grad_inputs, grad_outputs))))
-            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
-        return handles
+    def _on_node(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> None:
+        self._events.append(("node", node, grad_inputs, grad_outputs))
 
     def _find(self) -> None:
         engine = self.engine
         for what, subject, first, second in self._events:
             if what == "module":
                 if self.node is not None and engine.nonfinite_kind(first) is not None \
-                        and not _contains(subject, self.module) and subject not in self.propagated:
+                        and not encloses(subject, self.module) and subject not in self.propagated:
                     self.propagated.append(subject)
                 continue
             if self.node is not None:
@@ -400,18 +274,3 @@ def _first_kind(engine: Engine, tensors: list) -> str | None:
     return "nan" if "nan" in kinds else "inf" if "inf" in kinds else None
 
 
-def _contains(outer: str, inner: str | None) -> bool:
-    """True if module ``outer`` is ``inner`` or one of its ancestors."""
-    if inner is None:
-        return False
-    return outer == inner or outer == "" or inner.startswith(outer + ".")
-
-
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}.{name}" if prefix and name else prefix or name
-
-
-def _words(module: str | None) -> str:
-    if module is None:
-        return "code outside the model's modules"
-    return f"module {module!r}" if module else "the model's own forward"

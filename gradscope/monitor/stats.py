@@ -6,11 +6,12 @@ here are the same for every engine.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from gradscope.engines import Engine, squared_norm, squared_norms_of_arrays
+from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_of_arrays
+from gradscope.engines import nonfinite_kind_of_array as nonfinite_kind  # noqa: F401 - public here too
 from gradscope.monitor.records import ParameterRecord
 
 __all__ = ["array_statistics", "module_of", "nonfinite_count", "nonfinite_kind", "parameter_record",
@@ -26,27 +27,59 @@ def nonfinite_count(array: np.ndarray) -> int:
     return int(array.size - np.count_nonzero(np.isfinite(array)))
 
 
-def nonfinite_kind(array: np.ndarray) -> str | None:
-    """``"nan"`` if the array holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
-    if array.dtype.kind != "f":
-        return None
-    if np.isnan(array).any():
-        return "nan"
-    if np.isinf(array).any():
-        return "inf"
-    return None
-
-
 def module_of(parameter_name: str) -> str:
     """``"body.0.weight"`` -> ``"body.0"``; a parameter of the model itself -> ``""``."""
     return parameter_name.rpartition(".")[0]
 
 
-def array_statistics(array: np.ndarray) -> tuple[float, float, float, float, int]:
-    """``(sum, sum of squares, max, min, non-zero count)`` of a non-empty float array, in single
-    passes over its data (no float64 copy)."""
-    return (float(array.sum(dtype=np.float64)), squared_norm(array), float(array.max()), float(array.min()),
-            int(np.count_nonzero(array)))
+#: Small float arrays are reduced together, in batches of at most this many elements.
+_BATCH_ELEMENTS = 1 << 20
+
+
+def array_statistics(arrays: Sequence[np.ndarray]) -> list[tuple[float, float, float, int]]:
+    """``(sum, sum of squares, largest absolute value, non-zero count)`` of each non-empty array
+    (sums in float64).
+
+    Float32 and float16 arrays of up to ``BATCH_LIMIT`` elements are copied into one flat buffer
+    (a batch holds at most a million elements) and reduced segment by segment: one set of
+    reductions per batch instead of one per array. Other arrays are reduced on their own, in single
+    passes over their data (no float64 copy).
+    """
+    result: list = [None] * len(arrays)
+    batch: list[np.ndarray] = []
+    where: list[int] = []
+    elements = 0
+    for index, array in enumerate(arrays):
+        if array.size > BATCH_LIMIT or array.dtype.kind != "f" or array.dtype.itemsize > 4:
+            result[index] = (float(array.sum(dtype=np.float64)), squared_norm(array),
+                             max(float(array.max()), -float(array.min())), int(np.count_nonzero(array)))
+            continue
+        if elements + array.size > _BATCH_ELEMENTS:
+            for position, statistics in zip(where, _batch_statistics(batch)):
+                result[position] = statistics
+            batch, where, elements = [], [], 0
+        batch.append(array)
+        where.append(index)
+        elements += array.size
+    if batch:
+        for position, statistics in zip(where, _batch_statistics(batch)):
+            result[position] = statistics
+    return result
+
+
+def _batch_statistics(arrays: list[np.ndarray]) -> Iterator[tuple[float, float, float, int]]:
+    """:func:`array_statistics` of small non-empty float arrays, reduced together."""
+    offsets = np.zeros(len(arrays), dtype=np.intp)
+    np.cumsum([array.size for array in arrays[:-1]], out=offsets[1:])
+    flat = np.concatenate(arrays, axis=None)
+    nonzero = np.add.reduceat(flat != 0, offsets, dtype=np.intp).tolist()
+    flat = flat.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # (inf - inf: the NaN is the answer)
+        sums = np.add.reduceat(flat, offsets).tolist()
+    np.multiply(flat, flat, out=flat)  # exact: a float32 value's square fits a float64
+    squares = np.add.reduceat(flat, offsets).tolist()
+    largest = np.sqrt(np.maximum.reduceat(flat, offsets)).tolist()  # |x| from the largest exact square
+    return zip(sums, squares, largest, nonzero)
 
 
 def parameter_record(name: str, module_type: str, values: np.ndarray, array: np.ndarray | None) -> ParameterRecord:
@@ -58,26 +91,27 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
                          ) -> tuple[ParameterRecord, ...]:
     """Gradient statistics of parameters given as ``(name, module type, values, grad or None)``."""
     param_squares = squared_norms_of_arrays([values for _, _, values, _ in entries])
+    statistics = iter(array_statistics([array for _, _, _, array in entries if array is not None and array.size]))
     records = []
     for (name, module_type, values, array), param_square in zip(entries, param_squares):
         param_norm = math.sqrt(param_square)
-        shape = tuple(int(size) for size in values.shape)
+        shape = tuple(map(int, values.shape))
         if array is None:
             records.append(ParameterRecord(
                 name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=False,
                 grad_norm=None, grad_mean=None, grad_std=None, grad_abs_max=None, nonfinite=0, zero_fraction=None,
                 dead_unit_fraction=None, param_norm=param_norm, grad_to_param=None))
             continue
+        size = array.size
         squared = grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
         dead = None
-        if array.size:
-            total, squared, largest, smallest, nonzero = array_statistics(array)
-            grad_mean = total / array.size
-            grad_std = math.sqrt(max(squared / array.size - grad_mean * grad_mean, 0.0)) if math.isfinite(squared) \
+        if size:
+            total, squared, grad_abs_max, nonzero = next(statistics)
+            grad_mean = total / size
+            grad_std = math.sqrt(max(squared / size - grad_mean * grad_mean, 0.0)) if math.isfinite(squared) \
                 else math.nan
-            grad_abs_max = max(largest, -smallest)
-            zeros = array.size - nonzero
-            zero_fraction = zeros / array.size
+            zeros = size - nonzero
+            zero_fraction = zeros / size
             if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
                 dead = 0.0
                 if zeros:
@@ -88,7 +122,7 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
         records.append(ParameterRecord(
             name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=True,
             grad_norm=grad_norm, grad_mean=grad_mean, grad_std=grad_std, grad_abs_max=grad_abs_max, nonfinite=bad,
-            zero_fraction=float(zero_fraction), dead_unit_fraction=dead, param_norm=param_norm,
+            zero_fraction=zero_fraction, dead_unit_fraction=dead, param_norm=param_norm,
             grad_to_param=grad_norm / param_norm if param_norm > 0 else None))
     return tuple(records)
 

@@ -8,8 +8,6 @@ pass with every autograd node checked.
 from __future__ import annotations
 
 import math
-import os
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -22,6 +20,7 @@ from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFinite
 from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
 from gradscope.monitor.stats import module_of
+from gradscope.monitor.tracing import is_user_file, module_words, relative_source
 
 
 @dataclass(frozen=True)
@@ -79,6 +78,7 @@ class Watcher:
         self.optimizer: Any = None
         self.update_made_nonfinite = False
         self.failing_snapshot: Snapshot | None = None
+        self._layer_names: tuple[list, list[str]] | None = None
 
     @property
     def stops_on_nonfinite(self) -> bool:
@@ -162,17 +162,17 @@ class Watcher:
         grad_squares = squares[:len(parameters)]
         total = sum(value for value in grad_squares if value is not None)
         layer_squares: dict[str, float] = {}
-        for (name, _), value in zip(parameters, grad_squares):
+        for module, value in zip(self._layers(parameters), grad_squares):
             if value is not None:
-                module = module_of(name)
                 layer_squares[module] = layer_squares.get(module, 0.0) + value
         kinds: list[str] = []
         where = None
-        for (_, p), value in zip(parameters, squares[len(parameters):]):
-            if not math.isfinite(value):
-                kinds.append(engine.nonfinite_kind(p) or "inf")
-                where = "parameter"
-                break
+        if not math.isfinite(sum(squares[len(parameters):])):  # (squares: finite when every one is)
+            for (_, p), value in zip(parameters, squares[len(parameters):]):
+                if not math.isfinite(value):
+                    kinds.append(engine.nonfinite_kind(p) or "inf")
+                    where = "parameter"
+                    break
         if not math.isfinite(loss_value):
             kinds.append("nan" if math.isnan(loss_value) else "inf")
             where = where or "loss"
@@ -199,6 +199,12 @@ class Watcher:
                             layer_norms=tuple((name, _sqrt(value)) for name, value in layer_squares.items()),
                             nonfinite=where)
         return record, self._should_stop(kinds)
+
+    def _layers(self, parameters: list[tuple[str, Any]]) -> list[str]:
+        """The module of each parameter (kept while the list of parameters is the same)."""
+        if self._layer_names is None or self._layer_names[0] is not parameters:
+            self._layer_names = (parameters, [module_of(name) for name, _ in parameters])
+        return self._layer_names[1]
 
     def _should_stop(self, kinds: list[str]) -> bool:
         return ("nan" in kinds and self.options.nan) or ("inf" in kinds and self.options.inf)
@@ -262,7 +268,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         module = backward.node_module if backward.node is not None else backward.module
         if module is None and backward.node is None and parameter is not None:
             module = module_of(parameter)
-        detail = f"the backward pass of {_module_words(module)} produced the first {kind}"
+        detail = f"the backward pass of {module_words(module)} produced the first {kind}"
         if backward.node is not None:
             detail += f" in {backward.node}"
         if backward.propagated:
@@ -304,11 +310,11 @@ def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: in
     ops = tracer.ops if tracer.ops is not None and tracer.ops.op is not None else None
     source = _source_from_trace(workload, ops.frames) if ops is not None else None
     if source is None and tracer.source is not None:
-        source = _relative_source(tracer.source)
+        source = relative_source(*tracer.source)
     if tracer.module_found:
         kind = tracer.kind or "nan"
         node = (ops.node if ops is not None else None) or tracer.node or tracer.source_node
-        detail = f"{_module_words(tracer.module)} turned finite inputs into {kind}"
+        detail = f"{module_words(tracer.module)} turned finite inputs into {kind}"
         if tracer.parameter_nonfinite:
             detail += " (one of its own parameters is already non-finite)"
         if tracer.propagated:
@@ -380,34 +386,9 @@ def _first_nonfinite_gradient(workload: Workload) -> str | None:
 def _source_from_trace(workload: Workload, trace: list[tuple[str, int]]) -> str | None:
     """The innermost frame of the user's code in a stack (outside gradscope, the standard library
     and installed packages; the model file, or a module it imports), else None."""
-    user = [frame for frame in trace if _is_user_file(frame[0]) or
+    user = [frame for frame in trace if is_user_file(frame[0]) or
             (workload.path is not None and Path(frame[0]) == workload.path)]
-    return _relative_source(user[-1]) if user else None
-
-
-_LIBRARY_DIRS = tuple(str(Path(path).resolve()) for key, path in sysconfig.get_paths().items()
-                      if key in ("stdlib", "platstdlib", "purelib", "platlib"))
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
-
-
-def _is_user_file(filename: str) -> bool:
-    return not filename.startswith("<") and not filename.startswith(_PACKAGE_DIR) \
-        and not filename.startswith(_LIBRARY_DIRS)
-
-
-def _relative_source(source: tuple[str, int]) -> str:
-    filename, line = source
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:
-        relative = filename
-    return f"{filename if relative.startswith('..') else relative}:{line}"
-
-
-def _module_words(module: str | None) -> str:
-    if module is None:
-        return "code outside the model's modules"
-    return f"module {module!r}" if module else "the model's own forward"
+    return relative_source(*user[-1]) if user else None
 
 
 def _sqrt(value: float) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 
 from gradscope.autograd import grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops import arith, indexing, inplace, nn_ops, pointwise, shape
+from gradscope.ops import arith, creation, indexing, inplace, nn_ops, pointwise, shape
 from gradscope.ops import reduce as reductions
 from gradscope.ops.creation import _rng
 
@@ -811,6 +811,173 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
 # ---------------------------------------------------------------- resampling
 _INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
 _MODE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _pair(value: Any, name: str) -> tuple:
+    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return tuple(int(v) for v in pair)
+
+
+def _patch_index(height: int, width: int, kernel: tuple, dilation: tuple, stride: tuple) -> tuple:
+    """Flat (H*W) positions of every kernel tap for every output position: (kh, kw, out_h, out_w)."""
+    out_h = (height - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+    out_w = (width - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    if out_h <= 0 or out_w <= 0:
+        raise RuntimeError(f"Given input with spatial size ({height}, {width}), kernel_size={kernel}, "
+                           f"dilation={dilation}, the calculated shape of the array of sliding blocks is "
+                           f"({out_h}, {out_w}), but its components must be at least one.")
+    rows = (np.arange(kernel[0]) * dilation[0])[:, None] + (np.arange(out_h) * stride[0])[None, :]
+    cols = (np.arange(kernel[1]) * dilation[1])[:, None] + (np.arange(out_w) * stride[1])[None, :]
+    return rows[:, None, :, None] * width + cols[None, :, None, :], out_h * out_w
+
+
+def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
+    """Sliding local blocks (im2col): (N, C, H, W) -> (N, C * kh * kw, L)."""
+    if input.dim() not in (3, 4):
+        raise NotImplementedError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.dim()}D)")
+    batched = input.dim() == 4
+    x = input if batched else shape.unsqueeze(input, 0)
+    kernel, dilation, padding, stride = (_pair(v, n) for v, n in ((kernel_size, "kernel_size"),
+                                                                  (dilation, "dilation"), (padding, "padding"),
+                                                                  (stride, "stride")))
+    if any(padding):
+        x = pad(x, (padding[1], padding[1], padding[0], padding[0]))
+    n, channels, height, width = (int(v) for v in x.shape)
+    index, blocks = _patch_index(height, width, kernel, dilation, stride)
+    flat = shape.reshape(x, (n, channels, height * width))
+    patches = flat[:, :, Tensor._make(index.reshape(-1).astype(np.int64))]
+    out = shape.reshape(patches, (n, channels * kernel[0] * kernel[1], blocks))
+    return out if batched else shape.squeeze(out, 0)
+
+
+def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+         stride: Any = 1) -> Tensor:
+    """Sum sliding local blocks back into an image (col2im): (N, C * kh * kw, L) -> (N, C, H, W)."""
+    if input.dim() not in (2, 3):
+        raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
+                                  f"(got {input.dim()}D)")
+    batched = input.dim() == 3
+    x = input if batched else shape.unsqueeze(input, 0)
+    size, kernel, dilation, padding, stride = (_pair(v, n) for v, n in (
+        (output_size, "output_size"), (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+        (stride, "stride")))
+    height, width = size[0] + 2 * padding[0], size[1] + 2 * padding[1]
+    index, blocks = _patch_index(height, width, kernel, dilation, stride)
+    n, rows, count = (int(v) for v in x.shape)
+    taps = kernel[0] * kernel[1]
+    if rows % taps:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={rows} and kernel_size={kernel}")
+    if count != blocks:
+        raise RuntimeError(f"Given output_size={size}, kernel_size={kernel}, dilation={dilation}, "
+                           f"padding={padding}, stride={stride}, expected size of input's dimension 2 to match the "
+                           f"calculated number of sliding blocks {blocks}, but got input.size(2)={count}.")
+    channels = rows // taps
+    values = shape.reshape(x, (n, channels, taps * blocks))
+    canvas = Tensor._make(np.zeros((n, channels, height * width), dtype=x._data.dtype))
+    out = shape.reshape(indexing.index_add(canvas, 2, Tensor._make(index.reshape(-1).astype(np.int64)), values),
+                        (n, channels, height, width))
+    out = out[:, :, padding[0]:padding[0] + size[0], padding[1]:padding[1] + size[1]]
+    return out if batched else shape.squeeze(out, 0)
+
+
+def _warn_align_corners(align_corners: bool | None, name: str) -> bool:
+    if align_corners is None:
+        warnings.warn(f"Default {name} behavior has changed to align_corners=False since 1.3.0. Please specify "
+                      "align_corners=True if the old behavior is desired. See the documentation of grid_sample for "
+                      "details.", UserWarning, stacklevel=3)
+        return False
+    return bool(align_corners)
+
+
+def _base_coordinates(steps: int, align_corners: bool, dtype: np.dtype) -> np.ndarray:
+    """Normalised pixel positions in [-1, 1]: the centres (corners when ``align_corners``) of ``steps`` pixels."""
+    if steps <= 1:
+        return np.zeros(max(steps, 0), dtype=dtype)
+    coords = creation.linspace(-1, 1, steps, dtype=dtype)._data
+    if align_corners:
+        return coords
+    return (coords * dtype.type(steps - 1)) / dtype.type(steps)  # PyTorch's order of the two roundings
+
+
+def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None = None) -> Tensor:
+    """The sampling grid (N, H, W, 2) of the 2-D affine maps ``theta`` (N, 2, 3) for an output ``size``."""
+    align = _warn_align_corners(align_corners, "grid_sample and affine_grid")
+    if len(size) != 4:
+        raise NotImplementedError("affine_grid only supports 4D sizes (2-D spatial transformers) in gradscope")
+    if theta.dim() != 3 or tuple(theta.shape[1:]) != (2, 3):
+        raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {torch_size(size)}. "
+                         f"Got {tuple(theta.shape)}.")
+    n, _, height, width = (int(v) for v in size)
+    if theta.shape[0] != n:
+        raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {torch_size(size)}. "
+                         f"Got {tuple(theta.shape)}.")
+    dtype = theta._data.dtype
+    base = np.empty((height, width, 3), dtype=dtype)
+    base[..., 0] = _base_coordinates(width, align, dtype)
+    base[..., 1] = _base_coordinates(height, align, dtype)[:, None]
+    base[..., 2] = 1
+    grid = arith.matmul(Tensor._make(base.reshape(1, height * width, 3)), shape.transpose(theta, 1, 2))
+    return shape.reshape(grid, (n, height, width, 2))
+
+
+def torch_size(size: Sequence[int]) -> str:
+    return f"[{', '.join(str(int(v)) for v in size)}]"
+
+
+def _source_index(coordinate: Tensor, size: int, align_corners: bool) -> Tensor:
+    """Normalised grid coordinates in [-1, 1] to pixel positions of an axis of ``size`` pixels."""
+    if align_corners:
+        return arith.mul(arith.add(coordinate, 1), (size - 1) / 2)
+    return arith.div(arith.sub(arith.mul(arith.add(coordinate, 1), size), 1), 2)
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: bool | None = None) -> Tensor:
+    """Sample ``input`` (N, C, H, W) at the normalised positions ``grid`` (N, Ho, Wo, 2) holding (x, y).
+
+    ``mode`` is ``bilinear`` or ``nearest``; ``padding_mode`` ``zeros`` or ``border``. Gradients
+    reach the input and (bilinear) the grid, as in PyTorch.
+    """
+    align = _warn_align_corners(align_corners, "grid_sample and affine_grid")
+    if mode not in ("bilinear", "nearest"):
+        raise NotImplementedError(f"grid_sample: mode '{mode}' is not supported by gradscope (bilinear, nearest)")
+    if padding_mode not in ("zeros", "border"):
+        raise NotImplementedError(f"grid_sample: padding_mode '{padding_mode}' is not supported by gradscope "
+                                  "(zeros, border)")
+    if input.dim() != 4 or grid.dim() != 4 or grid.shape[-1] != 2:
+        raise NotImplementedError("grid_sample supports 4-D input with a (N, H_out, W_out, 2) grid in gradscope")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    n, channels, height, width = (int(v) for v in input.shape)
+    out_h, out_w = int(grid.shape[1]), int(grid.shape[2])
+    ix = _source_index(grid[..., 0], width, align)
+    iy = _source_index(grid[..., 1], height, align)
+    if padding_mode == "border":
+        ix, iy = pointwise.clamp(ix, 0, width - 1), pointwise.clamp(iy, 0, height - 1)
+    flat = shape.reshape(input, (n, channels, height * width))
+
+    def corner(rows: np.ndarray, cols: np.ndarray) -> Tensor:
+        inside = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
+        index = np.where(inside, np.clip(rows, 0, height - 1) * width + np.clip(cols, 0, width - 1), 0)
+        index = np.broadcast_to(index.reshape(n, 1, out_h * out_w), (n, channels, out_h * out_w))
+        values = shape.reshape(indexing.gather(flat, 2, Tensor._make(index.astype(np.int64))),
+                               (n, channels, out_h, out_w))
+        return arith.mul(values, Tensor._make(inside[:, None].astype(input._data.dtype)))
+
+    if mode == "nearest":
+        return corner(np.rint(iy._data).astype(np.int64), np.rint(ix._data).astype(np.int64))
+    x0, y0 = np.floor(ix._data), np.floor(iy._data)
+    wx1 = shape.unsqueeze(arith.sub(ix, Tensor._make(x0)), 1)
+    wy1 = shape.unsqueeze(arith.sub(iy, Tensor._make(y0)), 1)
+    wx0, wy0 = arith.rsub(wx1, 1), arith.rsub(wy1, 1)
+    x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+    top = arith.add(arith.mul(corner(y0, x0), wx0), arith.mul(corner(y0, x0 + 1), wx1))
+    bottom = arith.add(arith.mul(corner(y0 + 1, x0), wx0), arith.mul(corner(y0 + 1, x0 + 1), wx1))
+    return arith.add(arith.mul(top, wy0), arith.mul(bottom, wy1))
 
 
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",

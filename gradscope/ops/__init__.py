@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradscope.autograd.tensor import Tensor
+from gradscope.ops._util import numpy_style_keywords
 from gradscope.ops import (arith, creation, elementwise, indexing, inplace, linalg, pointwise, reduce, shape,
                            sorting)
 
@@ -78,7 +79,10 @@ _METHODS = {
     "tensor_split": shape.tensor_split,
     # more gather / scatter
     "scatter": indexing.scatter, "index_add": indexing.index_add, "index_fill": indexing.index_fill,
-    "index_copy": indexing.index_copy, "unique": sorting.unique, "bincount": sorting.bincount,
+    "index_copy": indexing.index_copy, "index_put": indexing.index_put,
+    "scatter_reduce": indexing.scatter_reduce, "erfinv": elementwise.erfinv, "erfc": elementwise.erfc,
+    "nansum": reduce.nansum, "nanmean": reduce.nanmean, "ravel": shape.ravel, "diff": shape.diff,
+    "take_along_dim": shape.take_along_dim, "unique": sorting.unique, "bincount": sorting.bincount,
     "histc": sorting.histc,
     "masked_select": indexing.masked_select, "nonzero": indexing.nonzero, "argwhere": indexing.argwhere,
     "take": indexing.take,
@@ -100,7 +104,7 @@ _INPLACE_OF = ("abs", "absolute", "sqrt", "rsqrt", "log", "log1p", "log2", "log1
                "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "floor", "ceil", "trunc", "fix", "round",
                "frac", "sign", "sgn", "reciprocal", "square", "clamp_min", "clamp_max", "lerp", "addcmul",
                "addcdiv", "atan2", "fmod", "remainder", "floor_divide", "logit", "xlogy", "scatter",
-               "scatter_add", "index_add", "index_fill", "index_copy", "tril", "triu", "nan_to_num", "bitwise_and",
+               "scatter_add", "index_add", "index_fill", "index_copy", "index_put", "scatter_reduce", "erfinv", "erfc", "cumsum", "cumprod", "tril", "triu", "nan_to_num", "bitwise_and",
                "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_not",
                "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "baddbmm", "addmm", "addmv", "addr",
                "addbmm", "true_divide", "subtract", "multiply", "divide")
@@ -111,7 +115,7 @@ _RESHAPING_INPLACE_OF = ("t", "transpose", "unsqueeze", "squeeze", "swapaxes", "
 
 def _install() -> None:
     for name, fn in _METHODS.items():
-        setattr(Tensor, name, fn)
+        setattr(Tensor, name, numpy_style_keywords(fn))
     for name in _INPLACE_OF:
         if name + "_" not in _METHODS:
             setattr(Tensor, name + "_", inplace.inplace_of(_METHODS[name], name + "_"))
@@ -126,7 +130,8 @@ def _install() -> None:
         return convert
 
     for method, np_name in (("float", "float32"), ("double", "float64"), ("half", "float16"),
-                            ("long", "int64"), ("int", "int32"), ("bool", "bool"), ("short", "int16")):
+                            ("long", "int64"), ("int", "int32"), ("bool", "bool"), ("short", "int16"),
+                            ("byte", "uint8"), ("char", "int8")):
         setattr(Tensor, method, _dtype_method(np_name))
     Tensor.cpu = shape.cpu
     Tensor.cuda = shape.cuda

@@ -1,7 +1,9 @@
 """Helpers shared by the op modules: operand conversion, dtype promotion, unbroadcasting."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+from typing import Any, Callable
 
 import numpy as np
 
@@ -142,3 +144,28 @@ def ensure_tensor(x: Any) -> Tensor:
 
 def is_scalar(x: Any) -> bool:
     return isinstance(x, _SCALARS)
+
+
+def numpy_style_keywords(function: Callable) -> Callable:
+    """Accept ``axis=`` for ``dim=`` and ``keepdims=`` for ``keepdim=``, as PyTorch's argument parser does.
+
+    Functions without a ``dim`` or ``keepdim`` parameter are returned unchanged, so arithmetic pays nothing.
+    """
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return function
+    has_dim, has_keepdim = "dim" in parameters, "keepdim" in parameters
+    if not (has_dim or has_keepdim):
+        return function
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            if has_dim and "axis" in kwargs:
+                kwargs["dim"] = kwargs.pop("axis")
+            if has_keepdim and "keepdims" in kwargs:
+                kwargs["keepdim"] = kwargs.pop("keepdims")
+        return function(*args, **kwargs)
+
+    return call

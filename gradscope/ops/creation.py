@@ -138,7 +138,26 @@ def arange(start: Any = 0, end: Any = None, step: Any = 1, *, out: Any = None, d
 def linspace(start: float, end: float, steps: int, *, out: Any = None, dtype: Any = None, layout: Any = None,
              device: Any = None, requires_grad: bool = False) -> Tensor:
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
-    return _finish(np.linspace(start, end, int(steps)).astype(_float_dtype(dtype)), requires_grad, device)
+    out_dtype = _float_dtype(dtype)
+    return _finish(_linspace_values(start, end, int(steps), out_dtype), requires_grad, device)
+
+
+def _linspace_values(start: float, end: float, steps: int, dtype: np.dtype) -> np.ndarray:
+    """PyTorch's linspace, bit for bit: the step in ``dtype``, the first half counted up from ``start``
+    and the second half down from ``end``, each value one fused multiply-add (emulated in long double)."""
+    if steps < 0:
+        raise RuntimeError("linspace(): number of steps must be non-negative")
+    if dtype.kind != "f":
+        return np.linspace(start, end, steps).astype(dtype)
+    if steps == 1:
+        return np.array([start], dtype=dtype)
+    kind = dtype.type
+    step = (kind(end) - kind(start)) / kind(max(steps - 1, 1))
+    wide = np.longdouble
+    index = np.arange(steps)
+    up = wide(kind(start)) + wide(step) * index.astype(wide)
+    down = wide(kind(end)) - wide(step) * (steps - 1 - index).astype(wide)
+    return np.where(index < steps // 2, up, down).astype(dtype)
 
 
 def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype: Any = None,

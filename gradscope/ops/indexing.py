@@ -295,3 +295,105 @@ def take(input: Tensor, index: Tensor) -> Tensor:
 
     flat = index_select(reshape(input, -1), 0, index)
     return reshape(flat, tuple(index._data.shape))
+
+
+def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """A copy of ``input`` with ``input[indices] = values`` (``+=`` with ``accumulate``, where repeated
+    positions add up); ``indices`` is a tuple of index tensors for the leading dims."""
+    from gradscope.ops.shape import broadcast_to, clone, reshape, setitem
+
+    indices = tuple(indices)
+    value = values if isinstance(values, Tensor) else Tensor._make(np.asarray(values, dtype=input._data.dtype))
+    if value._data.dtype != input._data.dtype:
+        names = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long", "int32": "Int",
+                 "bool": "Bool", "uint8": "Byte"}
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{names.get(input._data.dtype.name, input._data.dtype.name)} for the destination and "
+                           f"{names.get(value._data.dtype.name, value._data.dtype.name)} for the source.")
+    if not accumulate:
+        out = clone(input)
+        setitem(out, indices, value)
+        return out
+    arrays = np.broadcast_arrays(*(np.asarray(i._data if isinstance(i, Tensor) else i) for i in indices))
+    if arrays[0].dtype == np.bool_:
+        arrays = list(np.nonzero(arrays[0]))
+    lead = input._data.shape[:len(arrays)]
+    flat = np.ravel_multi_index(tuple(a.astype(np.int64).reshape(-1) for a in arrays), lead, mode="wrap")
+    rest = input._data.shape[len(arrays):]
+    source = reshape(broadcast_to(value, arrays[0].shape + rest), (flat.size,) + rest)
+    rows = reshape(input, (int(np.prod(lead)),) + rest)
+    return reshape(index_add(rows, 0, Tensor._make(flat.astype(np.int64)), source), input._data.shape)
+
+
+class ScatterReduceBackward0(Node):
+    """Gradients of ``scatter_reduce``: sums pass through, means divide by the count, and amax/amin
+    share the gradient evenly among the values equal to the result (PyTorch's rule)."""
+
+    __slots__ = ("reduce", "targets", "src_view", "touched", "count", "self_share", "src_share")
+    _single_input = False
+
+    def backward(self, g):
+        (node_self, _), (node_src, _) = self._next
+        flat = g.reshape(-1)
+        g_self = g_src = None
+        if node_self is not None:
+            g_self = (flat * self.self_share).reshape(g.shape)
+        if node_src is not None:
+            values = flat[self.targets] * self.src_share
+            g_src = np.zeros(self.src_view[0], dtype=g.dtype)
+            g_src[self.src_view[1]] = values.reshape(self.src_view[2])
+        return g_self, g_src
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    """Reduce ``src`` into a copy of ``input`` at ``index`` along ``dim`` with ``sum``, ``mean``,
+    ``amax`` or ``amin`` (``input``'s own values take part when ``include_self``)."""
+    if reduce not in ("sum", "mean", "amax", "amin"):
+        if reduce == "prod":
+            raise NotImplementedError("scatter_reduce: reduce='prod' is not supported by gradscope "
+                                      "(sum, mean, amax, amin are)")
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    data, idx, source = input._data, index._data.astype(np.int64), src._data
+    axis = normalize_dim(dim, data.ndim)
+    if idx.size and (idx.min() < 0 or idx.max() >= data.shape[axis]):
+        bad = int(idx.max()) if idx.max() >= data.shape[axis] else int(idx.min())
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {axis} with size {data.shape[axis]}")
+    region = tuple(slice(0, n) for n in idx.shape)
+    coords = list(np.indices(idx.shape))
+    coords[axis] = idx
+    targets = np.ravel_multi_index(tuple(coords), data.shape).reshape(-1)
+    values = source[region].reshape(-1).astype(data.dtype, copy=False)
+    flat_in = data.reshape(-1)
+    touched = np.zeros(flat_in.size, dtype=bool)
+    touched[targets] = True
+    dtype = data.dtype
+    if reduce in ("sum", "mean"):
+        out = flat_in.copy() if include_self else np.where(touched, 0, flat_in).astype(dtype)
+        np.add.at(out, targets, values)
+        count = np.zeros(flat_in.size, dtype=np.int64)
+        np.add.at(count, targets, 1)
+        count = count + (1 if include_self else 0)
+        count = np.where(touched, count, 1)
+        if reduce == "mean":
+            out = np.where(touched, out / count, out).astype(dtype)
+        self_share = np.where(touched, (1.0 if include_self else 0.0) / (count if reduce == "mean" else 1), 1.0)
+        src_share = 1.0 / count[targets] if reduce == "mean" else np.ones(targets.size)
+    else:
+        better = np.maximum if reduce == "amax" else np.minimum
+        fill = -np.inf if reduce == "amax" else np.inf
+        out = flat_in.copy() if include_self else np.where(touched, fill, flat_in).astype(dtype)
+        better.at(out, targets, values)
+        ties = np.zeros(flat_in.size, dtype=np.int64)
+        np.add.at(ties, targets, values == out[targets])
+        self_wins = (flat_in == out) & (include_self | ~touched)
+        ties = ties + self_wins
+        self_share = np.where(self_wins, 1.0 / np.maximum(ties, 1), 0.0)
+        src_share = (values == out[targets]) / np.maximum(ties[targets], 1)
+    node = new_node(ScatterReduceBackward0, (input, src))
+    if node is not None:
+        node.targets = targets
+        node.self_share = self_share.astype(dtype)
+        node.src_share = np.asarray(src_share, dtype=dtype)
+        node.src_view = (source.shape, region, idx.shape)
+    return result(out.reshape(data.shape).astype(dtype, copy=False), node)

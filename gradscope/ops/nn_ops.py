@@ -1004,6 +1004,11 @@ def fast_erf(x: np.ndarray) -> np.ndarray:
     return np.copysign(poly, x, out=poly)
 
 
+def _softplus_array(x: np.ndarray) -> np.ndarray:
+    """``log(1 + exp(x))`` without overflow: ``max(x, 0) + log1p(exp(-|x|))``."""
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
 def _unary(cls: type, input: Tensor, out: np.ndarray, **attrs: Any) -> Tensor:
     """Result of an elementwise op whose node saves its input (or output, per ``cls``)."""
     node = new_node(cls, (input,))
@@ -1126,7 +1131,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     x = float_input(input)
     z = x * beta
-    soft = (np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))) / beta
+    soft = _softplus_array(z) / beta
     out = np.where(z > threshold, x, soft).astype(x.dtype, copy=False)
     return _unary(SoftplusBackward0, input, out, beta=beta, threshold=threshold)
 
@@ -1150,13 +1155,13 @@ class MishBackward0(Node):
 
     def backward(self, g):
         x = self.saved()[0]
-        t = np.tanh(np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))))
+        t = np.tanh(_softplus_array(x))
         return g * (t + x * _sigmoid_array(x) * (1.0 - t * t))
 
 
 def mish(input: Tensor) -> Tensor:
     x = float_input(input)
-    return _unary(MishBackward0, input, x * np.tanh(np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))))
+    return _unary(MishBackward0, input, x * np.tanh(_softplus_array(x)))
 
 
 class HardtanhBackward0(Node):
@@ -1481,7 +1486,7 @@ class BinaryCrossEntropyWithLogitsBackward0(Node):
             if pw is None:
                 gt = -scale * x
             else:
-                softplus_neg = np.maximum(-x, 0) + np.log1p(np.exp(-np.abs(x)))
+                softplus_neg = _softplus_array(-x)
                 gt = scale * ((pw - 1.0) * softplus_neg - x)
         return gx, gt
 
@@ -1494,7 +1499,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     if x.shape != t.shape:
         raise ValueError(f"Target size (gradscope.Size({list(t.shape)})) must be the same as input size "
                          f"(gradscope.Size({list(x.shape)}))")
-    softplus_neg = np.maximum(-x, 0) + np.log1p(np.exp(-np.abs(x)))
+    softplus_neg = _softplus_array(-x)
     if pos_weight is None:
         loss = (1.0 - t) * x + softplus_neg
         pw = None

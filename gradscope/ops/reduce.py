@@ -132,20 +132,19 @@ def _ddof(unbiased: Any, correction: Any) -> float:
     return 1.0 if unbiased else 0.0
 
 
-def _var_args(dim: Any, unbiased: Any) -> tuple:
-    # var(x, False) means unbiased=False in PyTorch's positional signature.
+def _spread_args(input: Tensor, dim: Any, unbiased: Any, correction: Any) -> tuple:
+    """``(data, axes, ddof)`` of ``var``/``std``; ``var(x, False)`` means ``unbiased=False`` in
+    PyTorch's positional signature."""
     if isinstance(dim, bool):
-        return None, dim
-    return dim, unbiased
+        dim, unbiased = None, dim
+    data = float_input(input)
+    return data, _axes(dim, data.ndim), _ddof(unbiased, correction)
 
 
 def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Variance with Bessel's correction by default (``unbiased``/``correction`` as PyTorch)."""
-    dim, unbiased = _var_args(dim, unbiased)
-    data = float_input(input)
-    axes = _axes(dim, data.ndim)
-    ddof = _ddof(unbiased, correction)
+    data, axes, ddof = _spread_args(input, dim, unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.asarray(data.var(axis=axes, ddof=ddof, keepdims=keepdim if axes is not None else False))
     node = new_node(VarBackward0, (input,))
@@ -158,10 +157,7 @@ def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = Fa
 def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Standard deviation (see ``var``)."""
-    dim, unbiased = _var_args(dim, unbiased)
-    data = float_input(input)
-    axes = _axes(dim, data.ndim)
-    ddof = _ddof(unbiased, correction)
+    data, axes, ddof = _spread_args(input, dim, unbiased, correction)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.asarray(data.std(axis=axes, ddof=ddof, keepdims=keepdim if axes is not None else False))
     out = out.astype(data.dtype, copy=False)
@@ -292,19 +288,21 @@ def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
 
 
 def argmax(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    data = input._data
-    if dim is None:
-        return Tensor._make(np.asarray(np.argmax(data), dtype=np.int64))
-    axis = normalize_dim(dim, data.ndim)
-    return Tensor._make(np.argmax(data, axis=axis, keepdims=keepdim).astype(np.int64))
+    """Index of the maximum (of the flattened input when ``dim`` is None), as int64."""
+    return _arg_extreme(np.argmax, input, dim, keepdim)
 
 
 def argmin(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Index of the minimum (of the flattened input when ``dim`` is None), as int64."""
+    return _arg_extreme(np.argmin, input, dim, keepdim)
+
+
+def _arg_extreme(find: Any, input: Tensor, dim: Any, keepdim: bool) -> Tensor:
     data = input._data
     if dim is None:
-        return Tensor._make(np.asarray(np.argmin(data), dtype=np.int64))
+        return Tensor._make(np.asarray(find(data), dtype=np.int64))
     axis = normalize_dim(dim, data.ndim)
-    return Tensor._make(np.argmin(data, axis=axis, keepdims=keepdim).astype(np.int64))
+    return Tensor._make(find(data, axis=axis, keepdims=keepdim).astype(np.int64))
 
 
 def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -506,3 +504,20 @@ def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     if node is not None:
         node.axis = axis
     return result(out, node)
+
+
+def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """``sum`` treating NaN as zero."""
+    from gradscope.ops.indexing import masked_fill
+
+    return sum(masked_fill(input, Tensor._make(np.isnan(input._data)), 0.0), dim, keepdim, dtype=dtype)
+
+
+def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """``mean`` over the values that are not NaN."""
+    from gradscope.ops import arith
+
+    count = np.sum(~np.isnan(input._data), axis=None if dim is None else _axes(dim, input._data.ndim),
+                   keepdims=keepdim)
+    total = nansum(input, dim, keepdim, dtype=dtype)
+    return arith.div(total, Tensor._make(np.asarray(count, dtype=total._data.dtype)))

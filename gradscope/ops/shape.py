@@ -842,3 +842,38 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple
         bounds = [0] + [min(int(i), length) for i in indices_or_sections] + [length]
         sizes = [max(b - a, 0) for a, b in zip(bounds[:-1], bounds[1:])]
     return split(input, sizes, axis)
+
+
+def ravel(input: Tensor) -> Tensor:
+    """The elements as a 1-D tensor (a view when possible)."""
+    return reshape(input, (-1,))
+
+
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """The ``n``-th forward difference along ``dim`` (after attaching ``prepend``/``append``)."""
+    axis = normalize_dim(dim, input._data.ndim)
+    if prepend is not None or append is not None:
+        input = cat([t for t in (prepend, input, append) if t is not None], axis)
+    for _ in range(n):
+        length = input._data.shape[axis]
+        later = narrow(input, axis, 1, max(length - 1, 0))
+        earlier = narrow(input, axis, 0, max(length - 1, 0))
+        input = later != earlier if input._data.dtype == np.bool_ else later - earlier
+    return input
+
+
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """``input``'s values at ``indices`` along ``dim`` (of the flattened input when ``dim`` is None),
+    broadcasting the other dims as ``torch.take_along_dim``."""
+    from gradscope.ops.indexing import gather
+
+    if dim is None:
+        return gather(reshape(input, (-1,)), 0, reshape(indices, (-1,)))
+    axis = normalize_dim(dim, input._data.ndim)
+    in_shape, index_shape = list(input._data.shape), list(indices._data.shape)
+    in_shape[axis] = index_shape[axis] = 1
+    batch = list(np.broadcast_shapes(tuple(in_shape), tuple(index_shape)))
+    source_shape, target_shape = list(batch), list(batch)
+    source_shape[axis], target_shape[axis] = input._data.shape[axis], indices._data.shape[axis]
+    return gather(expand(input, *source_shape), axis, expand(indices, *target_shape))

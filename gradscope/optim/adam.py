@@ -5,18 +5,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gradscope.autograd.tensor import Tensor
+from gradscope.optim._functional import (array, check_adam_arguments, decay_and_sign, params_with_grad, scalar_state,
+                                         update_moments, zeros_state)
 from gradscope.optim.optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
-
-
-def _lerp_(target: np.ndarray, end: np.ndarray, weight: float) -> None:
-    """``target += weight * (end - target)`` in place, in PyTorch's two-sided form."""
-    if abs(weight) < 0.5:
-        target += weight * (end - target)
-    else:
-        np.subtract(end, (end - target) * (1 - weight), out=target)
 
 
 class Adam(Optimizer):
@@ -39,16 +32,7 @@ class Adam(Optimizer):
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None,
                  decoupled_weight_decay: bool = False) -> None:
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_adam_arguments(lr, betas, eps, weight_decay)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay, "amsgrad": amsgrad,
                     "maximize": maximize, "foreach": foreach, "capturable": capturable,
                     "differentiable": differentiable, "fused": fused,
@@ -63,41 +47,25 @@ class Adam(Optimizer):
             beta1, beta2 = group["betas"]
             amsgrad, maximize = group["amsgrad"], group["maximize"]
             decoupled = group.get("decoupled_weight_decay", False)
-            for p in group["params"]:
-                if p._grad is None:
-                    continue
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = Tensor._make(np.array(0.0, dtype=np.float32))
-                    state["exp_avg"] = Tensor._make(np.zeros_like(p._data))
-                    state["exp_avg_sq"] = Tensor._make(np.zeros_like(p._data))
-                    if amsgrad:
-                        state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(p._data))
-                grad = p._grad._data
-                if maximize:
-                    grad = -grad
-                step_t = state["step"]._data
+            init = lambda p: {"step": scalar_state(0.0), "exp_avg": zeros_state(p),  # noqa: E731
+                              "exp_avg_sq": zeros_state(p),
+                              **({"max_exp_avg_sq": zeros_state(p)} if amsgrad else {})}
+            for p, param, grad, state in params_with_grad(self, group, init):
+                step_t = array(state["step"])
                 step_t += 1
-                if weight_decay != 0:
-                    if decoupled:
-                        p._data *= 1 - lr * weight_decay
-                    else:
-                        grad = grad + weight_decay * p._data
-                exp_avg, exp_avg_sq = state["exp_avg"]._data, state["exp_avg_sq"]._data
-                _lerp_(exp_avg, grad, 1 - beta1)
-                exp_avg_sq *= beta2
-                exp_avg_sq += (1 - beta2) * grad * grad
+                grad = decay_and_sign(grad, param, weight_decay, maximize, decoupled, lr)
+                exp_avg, exp_avg_sq = update_moments(state, grad, beta1, beta2)
                 step = float(step_t)
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
                 step_size = lr / bias_correction1
                 if amsgrad:
-                    max_sq = state["max_exp_avg_sq"]._data
+                    max_sq = array(state["max_exp_avg_sq"])
                     np.maximum(max_sq, exp_avg_sq, out=max_sq)
                     denom = np.sqrt(max_sq) / bias_correction2_sqrt + eps
                 else:
                     denom = np.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps
-                p._data += -step_size * exp_avg / denom
+                param += -step_size * exp_avg / denom
                 p._bump_version()
         return loss
 

@@ -5,8 +5,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gradscope.optim._functional import array, decay_and_sign, params_with_grad, scalar_state, zeros_state
-from gradscope.optim.adam import _lerp_
+from gradscope.optim._functional import (array, check_adam_arguments, decay_and_sign, lerp_, params_with_grad,
+                                         scalar_state, zeros_state)
 from gradscope.optim.optimizer import Optimizer
 
 __all__ = ["Adamax"]
@@ -27,16 +27,7 @@ class Adamax(Optimizer):
     def __init__(self, params: Any, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, foreach: bool | None = None, *, maximize: bool = False,
                  differentiable: bool = False, capturable: bool = False) -> None:
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_adam_arguments(lr, betas, eps, weight_decay)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay, "foreach": foreach,
                     "maximize": maximize, "differentiable": differentiable, "capturable": capturable}
         super().__init__(params, defaults)
@@ -53,7 +44,7 @@ class Adamax(Optimizer):
                 step_t += 1
                 grad = decay_and_sign(grad, param, group["weight_decay"], group["maximize"])
                 exp_avg, exp_inf = array(state["exp_avg"]), array(state["exp_inf"])
-                _lerp_(exp_avg, grad, 1 - beta1)
+                lerp_(exp_avg, grad, 1 - beta1)
                 exp_inf *= beta2
                 np.maximum(exp_inf, np.abs(grad) + group["eps"], out=exp_inf)
                 clr = group["lr"] / (1 - beta1 ** float(step_t))

@@ -15,7 +15,7 @@ from gradscope.optim.optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LambdaLR", "MultiplicativeLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "PolynomialLR", "SequentialLR", "ChainedScheduler", "OneCycleLR",
-           "CosineAnnealingWarmRestarts", "ReduceLROnPlateau"]
+           "CosineAnnealingWarmRestarts", "ReduceLROnPlateau", "CyclicLR"]
 
 _EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
@@ -708,3 +708,83 @@ class ReduceLROnPlateau(LRScheduler):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith, 2017): the rate goes from ``base_lr`` up to ``max_lr`` in
+    ``step_size_up`` steps and back in ``step_size_down``; ``mode`` scales the amplitude per cycle
+    (``triangular``, ``triangular2``, ``exp_range``) unless ``scale_fn`` is given. Momentum (or
+    Adam's beta1) cycles inversely between ``max_momentum`` and ``base_momentum``. Step it per batch."""
+
+    def __init__(self, optimizer: Optimizer, base_lr: float | list, max_lr: float | list,
+                 step_size_up: int = 2000, step_size_down: int | None = None, mode: str = "triangular",
+                 gamma: float = 1.0, scale_fn: Callable | None = None, scale_mode: str = "cycle",
+                 cycle_momentum: bool = True, base_momentum: float | list = 0.8, max_momentum: float | list = 0.9,
+                 last_epoch: int = -1) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        if scale_fn is None:
+            self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for top, bottom, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (top, *group["betas"][1:])
+                    else:
+                        group["momentum"] = top
+                    group["max_momentum"] = top
+                    group["base_momentum"] = bottom
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x: float) -> float:
+        """The amplitude factor of cycle (or iteration) ``x``."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self) -> list[float]:
+        self._warn_if_called_outside_step()
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        amplitude = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale_factor * amplitude for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for bottom, top, group in zip(self.base_momentums, self.max_momentums, self.optimizer.param_groups):
+                momentum = top - (top - bottom) * scale_factor * amplitude
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state.pop("_scale_fn_custom", None)
+        return state

@@ -6,45 +6,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gradscope.optim._functional import array, params_with_grad, scalar_state, zeros_state
-from gradscope.optim.adam import _lerp_
+from gradscope.optim._functional import (array, check_adam_arguments, decay_and_sign, params_with_grad, scalar_state,
+                                         update_moments, zeros_state)
 from gradscope.optim.optimizer import Optimizer
 
 __all__ = ["NAdam", "RAdam"]
-
-
-def _check(lr: float, betas: tuple, eps: float, weight_decay: float) -> None:
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps}")
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-
-
-def _decayed_grad(param: np.ndarray, grad: np.ndarray, group: dict) -> np.ndarray:
-    """Sign for ``maximize``, then decoupled (``param *= 1 - lr * wd``) or L2 weight decay."""
-    if group["maximize"]:
-        grad = -grad
-    weight_decay = group["weight_decay"]
-    if weight_decay != 0:
-        if group["decoupled_weight_decay"]:
-            param *= 1 - group["lr"] * weight_decay
-        else:
-            grad = grad + weight_decay * param
-    return grad
-
-
-def _update_moments(state: dict, grad: np.ndarray, beta1: float, beta2: float) -> tuple:
-    exp_avg, exp_avg_sq = array(state["exp_avg"]), array(state["exp_avg_sq"])
-    _lerp_(exp_avg, grad, 1 - beta1)
-    exp_avg_sq *= beta2
-    exp_avg_sq += (1 - beta2) * grad * grad
-    return exp_avg, exp_avg_sq
 
 
 class NAdam(Optimizer):
@@ -65,7 +31,7 @@ class NAdam(Optimizer):
                  weight_decay: float = 0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False) -> None:
-        _check(lr, betas, eps, weight_decay)
+        check_adam_arguments(lr, betas, eps, weight_decay)
         if not 0.0 <= momentum_decay:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
@@ -87,12 +53,13 @@ class NAdam(Optimizer):
                 step_t += 1
                 step = float(step_t)
                 bias_correction2 = 1 - beta2 ** step
-                grad = _decayed_grad(param, grad, group)
+                grad = decay_and_sign(grad, param, group["weight_decay"], group["maximize"],
+                                      group["decoupled_weight_decay"], lr)
                 mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
                 mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * momentum_decay))
                 mu_product = array(state["mu_product"])
                 mu_product *= mu  # a float32 tensor, as in PyTorch
-                exp_avg, exp_avg_sq = _update_moments(state, grad, beta1, beta2)
+                exp_avg, exp_avg_sq = update_moments(state, grad, beta1, beta2)
                 denom = np.sqrt(exp_avg_sq / bias_correction2) + eps
                 product = float(mu_product)
                 param += (-lr * (1.0 - mu) / (1.0 - product)) * (grad / denom)
@@ -118,7 +85,7 @@ class RAdam(Optimizer):
     def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False) -> None:
-        _check(lr, betas, eps, weight_decay)
+        check_adam_arguments(lr, betas, eps, weight_decay)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay, "maximize": maximize,
                     "foreach": foreach, "capturable": capturable, "decoupled_weight_decay": decoupled_weight_decay,
                     "differentiable": differentiable}
@@ -136,8 +103,9 @@ class RAdam(Optimizer):
                 step_t = array(state["step"])
                 step_t += 1
                 step = float(step_t)
-                grad = _decayed_grad(param, grad, group)
-                exp_avg, exp_avg_sq = _update_moments(state, grad, beta1, beta2)
+                grad = decay_and_sign(grad, param, group["weight_decay"], group["maximize"],
+                                      group["decoupled_weight_decay"], lr)
+                exp_avg, exp_avg_sq = update_moments(state, grad, beta1, beta2)
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2 = 1 - beta2 ** step
                 corrected = exp_avg / bias_correction1

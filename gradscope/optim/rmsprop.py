@@ -5,8 +5,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gradscope.autograd.tensor import Tensor
-from gradscope.optim.adam import _lerp_
+from gradscope.optim._functional import array, decay_and_sign, lerp_, params_with_grad, scalar_state, zeros_state
 from gradscope.optim.optimizer import Optimizer
 
 __all__ = ["RMSprop"]
@@ -52,39 +51,28 @@ class RMSprop(Optimizer):
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             weight_decay, momentum = group["weight_decay"], group["momentum"]
             centered, maximize = group["centered"], group["maximize"]
-            for p in group["params"]:
-                if p._grad is None:
-                    continue
-                state = self.state[p]
-                if len(state) == 0:
-                    state["step"] = Tensor._make(np.array(0.0, dtype=np.float32))
-                    state["square_avg"] = Tensor._make(np.zeros_like(p._data))
-                    if momentum > 0:
-                        state["momentum_buffer"] = Tensor._make(np.zeros_like(p._data))
-                    if centered:
-                        state["grad_avg"] = Tensor._make(np.zeros_like(p._data))
-                grad = p._grad._data
-                if maximize:
-                    grad = -grad
-                state["step"]._data += 1
-                if weight_decay != 0:
-                    grad = grad + weight_decay * p._data
-                square_avg = state["square_avg"]._data
+            init = lambda p: {"step": scalar_state(0.0), "square_avg": zeros_state(p),  # noqa: E731
+                              **({"momentum_buffer": zeros_state(p)} if momentum > 0 else {}),
+                              **({"grad_avg": zeros_state(p)} if centered else {})}
+            for p, param, grad, state in params_with_grad(self, group, init):
+                array(state["step"])[...] += 1
+                grad = decay_and_sign(grad, param, weight_decay, maximize)
+                square_avg = array(state["square_avg"])
                 square_avg *= alpha
                 square_avg += (1 - alpha) * grad * grad
                 if centered:
-                    grad_avg = state["grad_avg"]._data
-                    _lerp_(grad_avg, grad, 1 - alpha)
+                    grad_avg = array(state["grad_avg"])
+                    lerp_(grad_avg, grad, 1 - alpha)
                     avg = np.sqrt(square_avg - grad_avg * grad_avg)
                 else:
                     avg = np.sqrt(square_avg)
                 avg += eps
                 if momentum > 0:
-                    buf = state["momentum_buffer"]._data
+                    buf = array(state["momentum_buffer"])
                     buf *= momentum
                     buf += grad / avg
-                    p._data += -lr * buf
+                    param += -lr * buf
                 else:
-                    p._data += -lr * grad / avg
+                    param += -lr * grad / avg
                 p._bump_version()
         return loss

@@ -6,6 +6,7 @@ from typing import Any, Callable
 import numpy as np
 
 from gradscope.autograd.tensor import Tensor
+from gradscope.optim._functional import decay_and_sign
 from gradscope.optim.optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -56,11 +57,7 @@ class SGD(Optimizer):
             for p in group["params"]:
                 if p._grad is None:
                     continue
-                grad = p._grad._data
-                if maximize:
-                    grad = -grad
-                if weight_decay != 0:
-                    grad = grad + weight_decay * p._data
+                grad = decay_and_sign(p._grad._data, p._data, weight_decay, maximize)
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")

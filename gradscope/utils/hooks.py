@@ -21,7 +21,7 @@ class RemovableHandle:
 
     def __init__(self, hooks_dict: OrderedDict, *extra_dicts: OrderedDict) -> None:
         self.id = next(_ids)
-        self._refs = tuple(weakref.ref(d) for d in (hooks_dict, *extra_dicts))
+        self._refs = (weakref.ref(hooks_dict), *map(weakref.ref, extra_dicts))
 
     def remove(self) -> None:
         """Unregister the hook (idempotent)."""

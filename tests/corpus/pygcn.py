@@ -2,7 +2,6 @@
 import math
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -76,7 +75,7 @@ def normalize(mx):
     rowsum = np.array(mx.sum(1))
     r_inv = np.power(rowsum, -1).flatten()
     r_inv[np.isinf(r_inv)] = 0.
-    r_mat_inv = sp.diags(r_inv)
+    r_mat_inv = np.diag(r_inv)  # the original uses scipy.sparse.diags; dense here (no scipy in the tests)
     mx = r_mat_inv.dot(mx)
     return mx
 
@@ -89,31 +88,31 @@ def accuracy(output, labels):
 
 
 def sparse_mx_to_torch_sparse_tensor(sparse_mx):
-    """Convert a scipy sparse matrix to a torch sparse tensor."""
-    sparse_mx = sparse_mx.tocoo().astype(np.float32)
+    """Convert a (dense stand-in for a scipy) sparse matrix to a torch sparse tensor."""
+    sparse_mx = sparse_mx.astype(np.float32)
+    row, col = np.nonzero(sparse_mx)
     indices = torch.from_numpy(
-        np.vstack((sparse_mx.row, sparse_mx.col)).astype(np.int64))
-    values = torch.from_numpy(sparse_mx.data)
+        np.vstack((row, col)).astype(np.int64))
+    values = torch.from_numpy(sparse_mx[row, col])
     shape = torch.Size(sparse_mx.shape)
     return torch.sparse.FloatTensor(indices, values, shape)
 
 
 def load_data(rng, n=12):
     labels_raw = [["a", "b", "c"][i] for i in rng.integers(0, 3, n)]
-    features = sp.csr_matrix(rng.uniform(0, 1, (n, 6)) * (rng.uniform(0, 1, (n, 6)) > 0.4), dtype=np.float32)
+    features = (rng.uniform(0, 1, (n, 6)) * (rng.uniform(0, 1, (n, 6)) > 0.4)).astype(np.float32)
     labels = encode_onehot(labels_raw)
     edges = rng.integers(0, n, (20, 2))
-    adj = sp.coo_matrix((np.ones(edges.shape[0]), (edges[:, 0], edges[:, 1])),
-                        shape=(labels.shape[0], labels.shape[0]),
-                        dtype=np.float32)
+    adj = np.zeros((labels.shape[0], labels.shape[0]), dtype=np.float32)
+    np.add.at(adj, (edges[:, 0], edges[:, 1]), 1.0)
     # build symmetric adjacency matrix
-    adj = adj + adj.T.multiply(adj.T > adj) - adj.multiply(adj.T > adj)
+    adj = adj + adj.T * (adj.T > adj) - adj * (adj.T > adj)
     features = normalize(features)
-    adj = normalize(adj + sp.eye(adj.shape[0]))
+    adj = normalize(adj + np.eye(adj.shape[0], dtype=np.float32))
     idx_train = range(6)
     idx_val = range(6, 9)
     idx_test = range(9, 12)
-    features = torch.FloatTensor(np.array(features.todense()))
+    features = torch.FloatTensor(np.array(features))
     labels = torch.LongTensor(np.where(labels)[1])
     adj = sparse_mx_to_torch_sparse_tensor(adj)
     idx_train = torch.LongTensor(idx_train)

@@ -228,3 +228,29 @@ def test_subclass_of_new_optimizer_runs_hooks_once() -> None:
     finally:
         handle.remove()
     assert calls == ["pre"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,options", [
+    ("Rprop", {}), ("Rprop", {"lr": 0.1, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.2), "maximize": True}),
+    ("ASGD", {}), ("ASGD", {"lr": 0.1, "t0": 2, "weight_decay": 0.1, "lambd": 0.01})],
+    ids=["rprop", "rprop-options", "asgd", "asgd-averaging"])
+def test_rprop_and_asgd_match_torch_over_several_steps(name: str, options: dict, dtype: str) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    start = rng.standard_normal((3, 4)).astype(dtype)
+    grads = [rng.standard_normal((3, 4)).astype(dtype) for _ in range(6)]
+    results = []
+    for engine in (torch, gs):
+        parameter = engine.nn.Parameter(engine.tensor(start))
+        optimizer = getattr(engine.optim, name)([parameter], **options)
+        for grad in grads:
+            parameter.grad = engine.tensor(grad)
+            optimizer.step()
+        state = {key: np.asarray(value.numpy()) for key, value in optimizer.state[parameter].items()}
+        results.append((parameter.detach().numpy(), state))
+    tolerance = dict(rtol=1e-6, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(results[1][0], results[0][0], **tolerance)
+    assert sorted(results[1][1]) == sorted(results[0][1])
+    for key, value in results[0][1].items():
+        np.testing.assert_allclose(results[1][1][key], value, err_msg=key, **tolerance)

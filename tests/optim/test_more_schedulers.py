@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
 import gradscope as gs
@@ -174,3 +175,28 @@ def test_scheduler_errors_match_torch() -> None:
             scheduler.step()
             with pytest.raises(ValueError, match="Tried to step 3 times"):
                 scheduler.step()
+
+
+@pytest.mark.parametrize("optimizer_name,mode,options", [
+    ("SGD", "triangular", {}), ("SGD", "triangular2", {"step_size_down": 3}), ("Adam", "exp_range", {"gamma": 0.9}),
+    ("SGD", "triangular", {"scale_fn": lambda x: 0.5 ** x, "scale_mode": "iterations"}),
+    ("SGD", "triangular", {"cycle_momentum": False})], ids=["triangular", "triangular2", "exp_range-adam",
+                                                           "custom", "no-momentum"])
+def test_cyclic_lr_matches_torch(optimizer_name: str, mode: str, options: dict) -> None:
+    torch = pytest.importorskip("torch")
+    histories = []
+    for engine in (torch, gs):
+        parameter = engine.nn.Parameter(engine.ones(2))
+        extra = {"momentum": 0.9} if optimizer_name == "SGD" else {}
+        optimizer = getattr(engine.optim, optimizer_name)([parameter], lr=0.5, **extra)
+        scheduler = engine.optim.lr_scheduler.CyclicLR(optimizer, 0.01, 0.1, step_size_up=2, mode=mode, **options)
+        history = []
+        for _ in range(9):
+            parameter.grad = engine.ones(2)
+            optimizer.step()
+            scheduler.step()
+            group = optimizer.param_groups[0]
+            history.append((scheduler.get_last_lr()[0], group.get("momentum", group.get("betas", (0.0,))[0]),
+                            float(parameter.detach().sum())))
+        histories.append(history)
+    np.testing.assert_allclose(np.array(histories[1]), np.array(histories[0]), rtol=1e-6)

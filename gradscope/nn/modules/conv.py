@@ -1,4 +1,5 @@
-"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``, ``ConvTranspose2d``."""
+"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``, ``ConvTranspose2d``, and the block
+extractors ``Unfold``/``Fold`` (im2col and its adjoint)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ from gradscope.nn import init
 from gradscope.nn.modules.linear import _new_parameter
 from gradscope.nn.modules.module import Module
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "Fold", "Unfold"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -186,3 +187,35 @@ class ConvTranspose2d(_ConvTranspose):
     """2-D transposed convolution: weight (C_in, C_out // groups, kh, kw)."""
 
     _dims = 2
+
+
+class Unfold(Module):
+    """Sliding local blocks of a batched image (``F.unfold``): (N, C, H, W) -> (N, C * kh * kw, L)."""
+
+    def __init__(self, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+class Fold(Module):
+    """Sums sliding local blocks back into an image (``F.fold``): (N, C * kh * kw, L) -> (N, C, H, W)."""
+
+    def __init__(self, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+                 stride: Any = 1) -> None:
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")

@@ -387,9 +387,10 @@ class Module:
                     continue
                 memo.add(id(module))
             yield path, module
-            children = [(path + ("." if path else "") + name, child)
-                        for name, child in module._modules.items() if child is not None]
-            stack.extend(reversed(children))
+            if module._modules:
+                children = [(path + ("." if path else "") + name, child)
+                            for name, child in module._modules.items() if child is not None]
+                stack.extend(reversed(children))
 
     # ---------------------------------------------------------------- modes and grads
     def train(self, mode: bool = True) -> "Module":
@@ -461,6 +462,16 @@ class Module:
         return self._apply_to_tensors(lambda arr: arr.astype(np_dtype))
 
     def cpu(self) -> "Module":
+        return self
+
+    def share_memory(self) -> "Module":
+        """Move every parameter, gradient and buffer into shared memory (``Tensor.share_memory_``)."""
+        for module in self.modules():
+            for tensor in list(module._parameters.values()) + list(module._buffers.values()):
+                if tensor is not None:
+                    tensor.share_memory_()
+                    if tensor.grad is not None:
+                        tensor.grad.share_memory_()
         return self
 
     def type(self, dst_type: Any) -> "Module":
@@ -621,20 +632,24 @@ class Module:
 
     def _forward_hook_list(self) -> list:
         """(hook, with_kwargs, always_call) for global then local forward hooks, read now."""
-        return [(h, hid in _global_forward_hooks_with_kwargs, hid in _global_forward_hooks_always_called)
-                for hid, h in _global_forward_hooks.items()] + \
-            [(h, hid in self._forward_hooks_with_kwargs, hid in self._forward_hooks_always_called)
-             for hid, h in self._forward_hooks.items()]
+        hooks = [(h, hid in _global_forward_hooks_with_kwargs, hid in _global_forward_hooks_always_called)
+                 for hid, h in _global_forward_hooks.items()]
+        if self._forward_hooks:
+            hooks += [(h, hid in self._forward_hooks_with_kwargs, hid in self._forward_hooks_always_called)
+                      for hid, h in self._forward_hooks.items()]
+        return hooks
 
     def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
         """One module call with every hook kind, in PyTorch's order (see hook-semantics §7)."""
-        pre_hooks = list(_global_backward_pre_hooks.values()) + list(self._backward_pre_hooks.values())
-        full_hooks = list(_global_backward_hooks.values()) + list(self._backward_hooks.values())
-        forward_pre = [(h, False) for h in _global_forward_pre_hooks.values()] + \
-            [(h, hid in self._forward_pre_hooks_with_kwargs) for hid, h in self._forward_pre_hooks.items()]
+        pre_hooks = [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
+        full_hooks = [*_global_backward_hooks.values(), *self._backward_hooks.values()]
+        forward_pre = [(h, False) for h in _global_forward_pre_hooks.values()]
+        if self._forward_pre_hooks:
+            forward_pre += [(h, hid in self._forward_pre_hooks_with_kwargs)
+                            for hid, h in self._forward_pre_hooks.items()]
         forward_post: list = []
         result = None
-        already_called: set = set()
+        reached = 0  # forward hooks [0, reached) were called (or raised)
         try:
             for hook, with_kwargs in forward_pre:
                 if with_kwargs:
@@ -655,9 +670,8 @@ class Module:
                 args = backward_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
             forward_post = self._forward_hook_list()
-            for index, (hook, with_kwargs, always) in enumerate(forward_post):
-                if always:
-                    already_called.add(index)
+            for hook, with_kwargs, _ in forward_post:
+                reached += 1
                 returned = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
                 if returned is not None:
                     result = returned
@@ -668,7 +682,7 @@ class Module:
             if not forward_post:
                 forward_post = self._forward_hook_list()
             for index, (hook, with_kwargs, always) in enumerate(forward_post):
-                if not always or index in already_called:
+                if not always or index < reached:
                     continue
                 try:
                     if with_kwargs:

@@ -38,13 +38,7 @@ class Embedding(Module):
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        if _weight is None:
-            self.weight = _new_parameter((num_embeddings, embedding_dim), dtype)
-            self.reset_parameters()
-        else:
-            if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
-            self.weight = Parameter(_weight, requires_grad=not _freeze)
+        _set_weight(self, _weight, dtype, requires_grad=not _freeze)
         if _freeze and _weight is None:
             self.weight.requires_grad_(False)
         self.sparse = sparse
@@ -108,13 +102,7 @@ class EmbeddingBag(Module):
             if padding_idx < 0:
                 padding_idx = num_embeddings + padding_idx
         self.padding_idx = padding_idx
-        if _weight is None:
-            self.weight = _new_parameter((num_embeddings, embedding_dim), dtype)
-            self.reset_parameters()
-        else:
-            if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
-            self.weight = Parameter(_weight)
+        _set_weight(self, _weight, dtype)
         self.mode = mode
         self.sparse = sparse
         self.include_last_offset = include_last_offset
@@ -154,3 +142,16 @@ class EmbeddingBag(Module):
                   include_last_offset=include_last_offset, padding_idx=padding_idx)
         bag.weight.requires_grad = not freeze
         return bag
+
+
+def _set_weight(module: Module, weight: Tensor | None, dtype: Any, requires_grad: bool = True) -> None:
+    """The table of an ``Embedding``/``EmbeddingBag``: ``weight`` when given (its shape checked),
+    else a new one, reset."""
+    shape = [module.num_embeddings, module.embedding_dim]
+    if weight is None:
+        module.weight = _new_parameter(tuple(shape), dtype)
+        module.reset_parameters()
+    else:
+        if list(weight.shape) != shape:
+            raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+        module.weight = Parameter(weight, requires_grad=requires_grad)

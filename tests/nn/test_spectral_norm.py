@@ -1,0 +1,49 @@
+"""``nn.utils.spectral_norm`` / ``remove_spectral_norm`` against torch: state_dict names, power
+iteration in training mode (buffers advance), frozen vectors in eval mode, outputs and gradients
+for Linear, Conv2d and ConvTranspose2d (dim=1)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradscope as gs
+
+torch = pytest.importorskip("torch")
+
+LAYERS = {"linear": lambda e: e.nn.Linear(4, 3), "conv": lambda e: e.nn.Conv2d(2, 3, 3),
+          "conv_transpose": lambda e: e.nn.ConvTranspose2d(2, 3, 3)}
+
+
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_spectral_norm_matches_torch(kind: str) -> None:
+    reference = torch.nn.utils.spectral_norm(LAYERS[kind](torch).double(), n_power_iterations=2)
+    layer = gs.nn.utils.spectral_norm(LAYERS[kind](gs).double(), n_power_iterations=2)
+    assert list(layer.state_dict()) == list(reference.state_dict())
+    layer.load_state_dict({k: gs.tensor(v.numpy()) for k, v in reference.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((2, 4) if kind == "linear" else (1, 2, 5, 5))
+    results = []
+    for engine, module in ((torch, reference), (gs, layer)):
+        for _ in range(3):
+            out = module(engine.tensor(x))
+            (out ** 2).sum().backward()
+        module.eval()
+        frozen = module(engine.tensor(x)).detach().numpy()
+        u_after_eval = module.weight_u.numpy().copy()
+        engine.nn.utils.remove_spectral_norm(module)
+        results.append([out.detach().numpy(), module.weight.detach().numpy(), frozen, u_after_eval,
+                        sorted(module.state_dict())])
+    for want, got in zip(results[0][:4], results[1][:4]):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert results[1][4] == results[0][4]
+
+
+def test_spectral_norm_gradients_reach_the_original_weight() -> None:
+    reference = torch.nn.utils.spectral_norm(torch.nn.Linear(3, 2).double())
+    layer = gs.nn.utils.spectral_norm(gs.nn.Linear(3, 2).double())
+    layer.load_state_dict({k: gs.tensor(v.numpy()) for k, v in reference.state_dict().items()})
+    x = np.arange(6.0).reshape(2, 3)
+    reference(torch.tensor(x)).sum().backward()
+    layer(gs.tensor(x)).sum().backward()
+    np.testing.assert_allclose(layer.weight_orig.grad.numpy(), reference.weight_orig.grad.numpy(), rtol=1e-10)
+    with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks"):
+        gs.nn.utils.spectral_norm(layer)
