@@ -280,13 +280,18 @@ def nonfinite_kind_of_array(array: np.ndarray) -> str | None:
     return None
 
 
+#: A float32 sum of squares below this may have lost squares to underflow (float32's smallest
+#: normal number is about 1.2e-38): it is computed again in float64.
+_FLOAT32_SQUARES_MIN = 1e-30
+
+
 def squared_norm(array: np.ndarray) -> float:
-    """Sum of squares of a numpy array, in float64 when float32 would overflow; NaN/Inf when the
-    array holds them."""
+    """Sum of squares of a numpy array, in float64 when float32 would overflow or underflow;
+    NaN/Inf when the array holds them."""
     if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
         array = array.astype(np.float64)
     value = float(np.vdot(array, array))  # (0.0 when empty)
-    if not math.isfinite(value) and np.isfinite(array).all():
+    if not _FLOAT32_SQUARES_MIN < value < math.inf and array.dtype.itemsize == 4 and np.isfinite(array).all():
         flat64 = array.astype(np.float64)
         value = float(np.vdot(flat64, flat64))
     return value
@@ -301,8 +306,8 @@ _FLOAT32 = np.dtype(np.float32)
 
 def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:
     """:func:`squared_norm` of each array (None for None); small float32 arrays are squared and
-    summed together in one pass when there are many (a non-finite result is recomputed on its own,
-    so a float32 overflow of finite values is not reported as Inf)."""
+    summed together in one pass when there are many (a result that float32 may have overflowed or
+    underflowed is recomputed on its own, as :func:`squared_norm` does)."""
     if len(arrays) < BATCH_MIN:
         return [None if array is None else squared_norm(array) for array in arrays]
     result: list[float | None] = [None] * len(arrays)
@@ -323,8 +328,8 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     offsets = np.zeros(len(small), dtype=np.intp)
     np.cumsum([array.size for array in small[:-1]], out=offsets[1:])
     flat = np.concatenate(small, axis=None)
-    with np.errstate(over="ignore"):  # (an overflow is recomputed in float64 below)
+    with np.errstate(over="ignore", under="ignore"):  # (recomputed in float64 below)
         np.multiply(flat, flat, out=flat)
     for index, value, array in zip(where, np.add.reduceat(flat, offsets).tolist(), small):
-        result[index] = value if math.isfinite(value) else squared_norm(array)
+        result[index] = value if _FLOAT32_SQUARES_MIN < value < math.inf else squared_norm(array)
     return result

@@ -85,3 +85,60 @@ def test_parameter_record_statistics_match_numpy():
     layer.weight.grad = gs.tensor(grad)
     stats = parameter_record("weight", "Linear", layer.weight.detach().numpy(), grad)
     assert stats.nonfinite == 2 and math.isnan(stats.grad_norm)
+
+
+def test_parameter_records_of_many_parameters_match_one_by_one_numpy():
+    """Many small float32 gradients are reduced together: every statistic must still be the one
+    numpy gives for that gradient alone (also next to NaN/Inf, zeros, other dtypes, an empty and
+    a large gradient, and a parameter without one)."""
+    import numpy as np
+
+    from gradscope.engines import BATCH_LIMIT
+    from gradscope.monitor.stats import parameter_records_of
+
+    rng = np.random.default_rng(0)
+    grads: list = [rng.standard_normal(shape).astype(np.float32) * scale
+                   for shape, scale in [((8, 5), 1.0), ((7,), 1e-30), ((3, 4), 1e18), ((2, 2), 1.0)] * 5]
+    grads[0][1] = 0.0
+    grads[1][2] = np.nan
+    grads[2][0, 0] = -np.inf
+    grads[3][:] = 0.0
+    grads += [rng.standard_normal(6).astype(np.float64) * 1e100, rng.standard_normal(9).astype(np.float16),
+              np.zeros((0, 3), np.float32), rng.standard_normal(BATCH_LIMIT + 1).astype(np.float32), None]
+    entries = [(f"layer{index}.weight", "Linear", np.ones((2, 3), np.float32) * index, grad)
+               for index, grad in enumerate(grads)]
+    records = parameter_records_of(entries)
+    assert [record.name for record in records] == [name for name, _, _, _ in entries]
+    for record, grad in zip(records, grads):
+        assert record.param_norm == pytest.approx(float(np.linalg.norm(np.ones(6) * records.index(record))))
+        if grad is None:
+            assert not record.has_grad and record.grad_norm is None
+            continue
+        wide = grad.astype(np.float64)
+        if grad.size == 0:
+            assert (record.grad_norm, record.grad_mean, record.grad_abs_max) == (0.0, 0.0, 0.0)
+            continue
+        finite = np.isfinite(wide).all()
+        assert record.nonfinite == int(wide.size - np.isfinite(wide).sum())
+        assert record.grad_abs_max == float(np.abs(wide).max()) or math.isnan(float(np.abs(wide).max()))
+        assert record.zero_fraction == pytest.approx(float(np.mean(wide == 0)))
+        if finite:
+            assert record.grad_norm == pytest.approx(float(np.sqrt(np.sum(wide * wide))), rel=1e-6)
+            assert record.grad_mean == pytest.approx(float(wide.mean()), rel=1e-6, abs=1e-300)
+            assert record.grad_std == pytest.approx(float(wide.std()), rel=1e-4, abs=1e-300)
+        else:
+            assert not math.isfinite(record.grad_norm)
+
+
+def test_squared_norms_survive_float32_underflow_and_overflow():
+    """Squares of float32 values below ~1e-19 or above ~1e19 leave float32's range: the sums are
+    recomputed in float64, one array at a time and in a batch."""
+    import numpy as np
+
+    from gradscope.engines import squared_norm, squared_norms_of_arrays
+
+    arrays = [np.full(5, scale, np.float32) for scale in (1e-25, 1e-15, 1.0, 1e25, 0.0)] * 4
+    expected = [5 * float(np.float32(scale)) ** 2 for scale in (1e-25, 1e-15, 1.0, 1e25, 0.0)] * 4
+    assert [squared_norm(array) for array in arrays] == pytest.approx(expected, rel=1e-6)
+    assert squared_norms_of_arrays(arrays) == pytest.approx(expected, rel=1e-6)
+    assert squared_norms_of_arrays(arrays)[0] > 0
