@@ -60,6 +60,12 @@ class Batch:
     targets: Any
     raw: Any
 
+    @classmethod
+    def from_raw(cls, raw: Any) -> "Batch":
+        """The batch of what ``batch(step)`` returned, ``(inputs, targets)`` (already checked)."""
+        inputs, targets = raw
+        return cls(inputs=tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,), targets=targets, raw=raw)
+
 
 @dataclass
 class Workload:
@@ -111,9 +117,7 @@ class Workload:
             what = f"{len(raw)} values" if isinstance(raw, (tuple, list)) else _describe(raw)
             raise ModelFileError(f"{self.label}: batch({step}) returned {what}; "
                                  "expected a tuple (inputs, targets)")
-        inputs, targets = raw
-        inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-        return Batch(inputs=inputs, targets=targets, raw=raw)
+        return Batch.from_raw(raw)
 
     def forward(self, batch: Batch) -> Any:
         """Run the model on ``batch.inputs``; an error names the failing module and its input shapes."""

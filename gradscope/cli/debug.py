@@ -145,7 +145,4 @@ def _restore_bundle(workload: Any, bundle_file: str) -> tuple[int, Any]:
 
     snapshot, meta = Snapshot.load(os.path.abspath(bundle_file))
     optimizer = workload.make_optimizer(float(meta.get("lr", 0.01)))
-    raw = snapshot.restore(workload.model, optimizer)
-    inputs, targets = raw
-    return snapshot.step, Batch(inputs=tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,),
-                                targets=targets, raw=raw)
+    return snapshot.step, Batch.from_raw(snapshot.restore(workload.model, optimizer))

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
+from gradscope.monitor.stats import norm_from_square
 from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
 
 _ACCUMULATE = "AccumulateGrad"
@@ -302,7 +303,8 @@ class GradientMonitor(ModuleGradientHooks):
         for name, calls in self._calls.items():
             out_sq, in_sq = self._squares.get(name, [None, None])
             records.append(ModuleRecord(name=name, type=self._types[name], calls=calls,
-                                        grad_output_norm=_sqrt(out_sq), grad_input_norm=_sqrt(in_sq),
+                                        grad_output_norm=norm_from_square(out_sq),
+                                        grad_input_norm=norm_from_square(in_sq),
                                         nonfinite=self._nonfinite.get(name, 0)))
         return tuple(records)
 
@@ -512,9 +514,3 @@ class BackwardNonFiniteTracer(ModuleGradientHooks):
         elif self.module_found and not encloses(call.name, self.module) and call.name not in self.propagated:
             self.propagated.append(call.name)
         return None
-
-
-def _sqrt(value: float | None) -> float | None:
-    if value is None:
-        return None
-    return math.sqrt(value) if not math.isnan(value) else math.nan

@@ -26,7 +26,7 @@ from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
-from gradscope.monitor.stats import module_of
+from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import join_path
 
 __all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
@@ -427,7 +427,7 @@ class RunMonitor:
             engine.clip_grad_norm_(params, self.options.clip)
         squares = self.reducer.combine_squares(engine, self._parameters,
                                                engine.squared_norms([p.grad for _, p in self._parameters]))
-        self._clipped = (_sqrt(_total(squares)), squares)
+        self._clipped = (norm_from_square(_total(squares)), squares)
 
     def _on_step_post(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.localizing or engine.is_compiling():
@@ -454,13 +454,13 @@ class RunMonitor:
         clipped_total, clipped = None, ()
         if self._clipped is not None:
             clipped_total = self._clipped[0]
-            clipped = tuple((name, _sqrt(square)) for name, square in zip(names, self._clipped[1]))
+            clipped = tuple((name, norm_from_square(square)) for name, square in zip(names, self._clipped[1]))
             self._clipped = None
         record = StepRecord(
-            step=len(self.history), loss=loss, total_grad_norm=_sqrt(_total(last.squares)),
-            layer_norms=tuple((name, _sqrt(square)) for name, square in layer_squares.items()),
+            step=len(self.history), loss=loss, total_grad_norm=norm_from_square(_total(last.squares)),
+            layer_norms=tuple((name, norm_from_square(square)) for name, square in layer_squares.items()),
             nonfinite=nonfinite or _where(last),
-            parameter_norms=tuple((name, _sqrt(square)) for name, square in zip(names, last.squares)),
+            parameter_norms=tuple((name, norm_from_square(square)) for name, square in zip(names, last.squares)),
             clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped,
             ranks=rank_figures(pending))
         self.history.append(record)
@@ -544,11 +544,6 @@ def _label(name: str) -> str:
 def _total(squares: list[float | None]) -> float:
     return sum(value for value in squares if value is not None)
 
-
-def _sqrt(value: float | None) -> float | None:
-    if value is None:
-        return None
-    return math.sqrt(value) if not math.isnan(value) else math.nan
 
 
 def _value_kind(value: float | None) -> str | None:

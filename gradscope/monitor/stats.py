@@ -14,7 +14,7 @@ from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_o
 from gradscope.engines import nonfinite_kind_of_array as nonfinite_kind  # noqa: F401 - public here too
 from gradscope.monitor.records import ParameterRecord
 
-__all__ = ["array_statistics", "module_of", "nonfinite_count", "nonfinite_kind", "parameter_record",
+__all__ = ["array_statistics", "module_of", "norm_from_square", "nonfinite_count", "nonfinite_kind", "parameter_record",
            "parameter_records", "parameter_records_of", "squared_norm", "total_norm"]
 
 _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Bilinear")
@@ -25,6 +25,11 @@ def nonfinite_count(array: np.ndarray) -> int:
     if array.dtype.kind != "f":
         return 0
     return int(array.size - np.count_nonzero(np.isfinite(array)))
+
+
+def norm_from_square(square: float | None) -> float | None:
+    """The norm whose square is ``square`` (None stays None; NaN and Inf stay as they are)."""
+    return None if square is None else math.sqrt(square)
 
 
 def module_of(parameter_name: str) -> str:

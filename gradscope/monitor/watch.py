@@ -19,7 +19,7 @@ from gradscope.monitor.diagnose import DivergenceTracker
 from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFiniteTracer
 from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
-from gradscope.monitor.stats import module_of
+from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import is_user_file, module_words, relative_source
 
 
@@ -195,8 +195,8 @@ class Watcher:
                         where = "parameter"
                         self.update_made_nonfinite = True
                         break
-        record = StepRecord(step=step, loss=loss_value, total_grad_norm=_sqrt(total),
-                            layer_norms=tuple((name, _sqrt(value)) for name, value in layer_squares.items()),
+        record = StepRecord(step=step, loss=loss_value, total_grad_norm=norm_from_square(total),
+                            layer_norms=tuple((name, norm_from_square(value)) for name, value in layer_squares.items()),
                             nonfinite=where)
         return record, self._should_stop(kinds)
 
@@ -227,7 +227,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
     model = workload.model
     engine = workload.engine
     step = snapshot.step
-    batch = _as_batch(snapshot.restore(model, optimizer))
+    batch = Batch.from_raw(snapshot.restore(model, optimizer))
 
     data_kind = _first_nonfinite(engine, batch.inputs)
     if data_kind is not None:
@@ -253,7 +253,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         snapshot.restore(model, optimizer)
         return origin
 
-    batch = _as_batch(snapshot.restore(model, optimizer))
+    batch = Batch.from_raw(snapshot.restore(model, optimizer))
     report(f"locating the non-finite value of step {step}: backward pass", 1, 2)
     backward = BackwardNonFiniteTracer(model, engine)
     with backward:
@@ -278,7 +278,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         return NonFiniteOrigin(step=step, phase="backward", module=module, node=backward.node, source=source,
                                kind=kind, propagated=tuple(backward.propagated), detail=detail)
 
-    batch = _as_batch(snapshot.restore(model, optimizer))
+    batch = Batch.from_raw(snapshot.restore(model, optimizer))
     origin = _update_origin(workload, optimizer, batch, step, clip)
     snapshot.restore(model, optimizer)
     return origin
@@ -296,7 +296,7 @@ def replay(workload: Workload, bundle: str | Path) -> WatchReport:
     watcher = Watcher(workload, options)
     watcher.optimizer = optimizer
     parameters = [(name, p) for name, p in workload.model.named_parameters() if p.requires_grad]
-    batch = _as_batch(snapshot.restore(workload.model, optimizer))
+    batch = Batch.from_raw(snapshot.restore(workload.model, optimizer))
     record, _ = watcher._train_step(snapshot.step, batch, parameters, check_update=True)
     origin = None
     if record.nonfinite is not None:
@@ -345,11 +345,6 @@ def _update_origin(workload: Workload, optimizer: Any, batch: Batch, step: int,
     return None
 
 
-def _as_batch(raw: Any) -> Batch:
-    inputs, targets = raw
-    return Batch(inputs=tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,), targets=targets, raw=raw)
-
-
 def _tracking_inputs(batch: Batch) -> Batch:
     """The batch with floating-point input tensors made to require grad, so that every forward
     operation records a node whose name can be reported."""
@@ -389,7 +384,3 @@ def _source_from_trace(workload: Workload, trace: list[tuple[str, int]]) -> str 
     user = [frame for frame in trace if is_user_file(frame[0]) or
             (workload.path is not None and Path(frame[0]) == workload.path)]
     return relative_source(*user[-1]) if user else None
-
-
-def _sqrt(value: float) -> float:
-    return math.sqrt(value) if not math.isnan(value) else math.nan

@@ -15,7 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import float_input, unbroadcast
+from gradscope.ops._util import float_input, select_or_zero, unbroadcast
 from gradscope.ops.pointwise import _sigmoid_array, erf_array
 
 # ====================================================================== helpers
@@ -1169,7 +1169,7 @@ class HardtanhBackward0(Node):
 
     def backward(self, g):
         x = self.saved()[0]
-        return np.where((x > self.low) & (x < self.high), g, np.zeros((), g.dtype))
+        return select_or_zero((x > self.low) & (x < self.high), g)
 
 
 class HardtanhBackward1(HardtanhBackward0):
@@ -1192,7 +1192,7 @@ class HardsigmoidBackward0(Node):
     def backward(self, g):
         x = self.saved()[0]
         # torch's kernel uses the float32 constant 1/6 for every dtype
-        return np.where((x > -3.0) & (x < 3.0), g * g.dtype.type(np.float32(1.0 / 6.0)), np.zeros((), g.dtype))
+        return select_or_zero((x > -3.0) & (x < 3.0), g * g.dtype.type(np.float32(1.0 / 6.0)))
 
 
 def hardsigmoid(input: Tensor) -> Tensor:
@@ -1231,7 +1231,7 @@ class ThresholdBackward0(Node):
     __slots__ = ("threshold",)
 
     def backward(self, g):
-        return np.where(self.saved()[0] > self.threshold, g, np.zeros((), g.dtype))
+        return select_or_zero(self.saved()[0] > self.threshold, g)
 
 
 def threshold(input: Tensor, threshold: float, value: float) -> Tensor:

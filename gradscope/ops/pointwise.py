@@ -231,7 +231,7 @@ class ClampBackward1(Node):
             mask &= x >= self.low
         if self.high is not None:
             mask &= x <= self.high
-        return np.where(mask, g, np.zeros((), g.dtype))
+        return select_or_zero(mask, g)
 
 
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
