@@ -114,6 +114,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
                 interrupt = exc
     finally:
         monitor.close()
+        monitor.reducer.release()
         if status is not None:
             status.hide()
     if error is not None and getattr(reducer, "signalled", False):
@@ -161,16 +162,29 @@ def print_report(app: App, report: Any, output_format: str) -> None:
 
 
 def _raised_by_monitor(exc: BaseException) -> bool:
-    """True when the innermost frame of ``exc`` is gradscope's run monitor (not the script)."""
+    """True when gradscope's monitors or engine adapters raised ``exc``, not the script: of the
+    traceback's frames that are either gradscope's (``monitor``, ``engines``) or the user's (not
+    in an installed library, the standard library or gradscope's own engine), the innermost is
+    gradscope's. The wrappers around the script's own calls (``backward()``) count as neither."""
     import os
+    import sysconfig
 
-    from gradscope.monitor import distributed, run_localize
-    from gradscope.monitor import run as run_monitor
+    import gradscope
+    from gradscope.monitor.run import PASS_THROUGH
 
+    package = os.path.dirname(os.path.abspath(gradscope.__file__))
+    own = tuple(os.path.join(package, name) + os.sep for name in ("monitor", "engines"))
+    libraries = tuple({os.path.abspath(path) + os.sep for key, path in sysconfig.get_paths().items()
+                       if key in ("stdlib", "platstdlib", "purelib", "platlib")})
+    verdict = False
     tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    while tb is not None:
+        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if tb.tb_frame.f_code in PASS_THROUGH:
+            pass
+        elif filename.startswith(own):
+            verdict = True
+        elif not filename.startswith(package + os.sep) and not filename.startswith(libraries):
+            verdict = False
         tb = tb.tb_next
-    if tb is None:
-        return False
-    own = {os.path.abspath(module.__file__) for module in (run_monitor, run_localize, distributed)}
-    return os.path.abspath(tb.tb_frame.f_code.co_filename) in own
+    return verdict

@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -59,6 +61,7 @@ class DistributedTensors:
         self.world_size = dist.get_world_size()
         backend = dist.get_backend()
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+        self._in_flight: tuple[Any, ...] = ()
 
     @staticmethod
     def is_sharded(parameter: Any) -> bool:
@@ -75,24 +78,54 @@ class DistributedTensors:
             return tensor.to_local()
         return tensor
 
+    # gloo runs a collective on its own worker thread, which drops its references to the
+    # collective's tensors a moment after ``wait()`` has returned. Dropping the last C++ reference
+    # to a tensor that Python created releases its Python object, which needs the GIL; if the
+    # interpreter is shutting down by then (a stopped run ends right after its last collective),
+    # the worker thread is killed inside a C++ destructor and the process aborts (SIGABRT). So the
+    # tensors of every collective the worker may still hold are remembered, and :meth:`release` waits until the worker
+    # has let go of them before the process may exit.
+    def _hold(self, *tensors: Any) -> None:
+        self._in_flight = tuple(t for t in self._in_flight if t._use_count() > 1) + tensors
+
+    def release(self, timeout: float = 5.0) -> None:
+        """Make the process safe to exit: wait (at most ``timeout`` seconds) until gloo's worker
+        threads hold none of gradscope's collective tensors, then destroy the default process group
+        if the script left it up (it was stopped before its own ``destroy_process_group()``)."""
+        deadline = time.monotonic() + timeout
+        while any(tensor._use_count() > 1 for tensor in self._in_flight) and time.monotonic() < deadline:
+            time.sleep(0.001)  # releases the GIL the worker thread is waiting for
+        self._in_flight = ()
+        if group_ready():
+            dist.destroy_process_group()
+
     def sum(self, values: Sequence[float]) -> list[float]:
         """Element-wise sum of ``values`` over all ranks (one ``all_reduce``, float64)."""
         tensor = torch.tensor(list(values), dtype=torch.float64, device=self.device)
+        self._hold(tensor)
         dist.all_reduce(tensor)
         return tensor.cpu().tolist()
 
     def gather(self, values: Sequence[int]) -> list[list[int]]:
         """Every rank's ``values`` (one ``all_gather`` of int64), indexed by rank."""
         tensor = torch.tensor(list(values), dtype=torch.int64, device=self.device)
-        gathered = torch.empty((self.world_size, len(values)), dtype=torch.int64, device=self.device)
+        gathered = torch.empty(self.world_size * len(values), dtype=torch.int64, device=self.device)
+        self._hold(tensor, gathered)
         dist.all_gather_into_tensor(gathered, tensor)
-        return gathered.cpu().tolist()
+        return gathered.view(self.world_size, len(values)).cpu().tolist()
 
     def gather_objects(self, value: Any) -> list[Any]:
-        """Every rank's picklable ``value``, indexed by rank (failure path only)."""
-        gathered: list[Any] = [None] * self.world_size
-        dist.all_gather_object(gathered, value)
-        return gathered
+        """Every rank's picklable ``value``, indexed by rank (failure path only: two all_gathers,
+        the payload sizes and then the padded payloads)."""
+        payload = pickle.dumps(value)
+        sizes = [size for size, in self.gather([len(payload)])]
+        local = torch.zeros(max(sizes), dtype=torch.uint8, device=self.device)
+        local[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        gathered = torch.empty(self.world_size * max(sizes), dtype=torch.uint8, device=self.device)
+        self._hold(local, gathered)
+        dist.all_gather_into_tensor(gathered, local)
+        rows = gathered.view(self.world_size, max(sizes)).cpu().numpy()
+        return [pickle.loads(rows[rank, :size].tobytes()) for rank, size in enumerate(sizes)]
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,9 @@ class StepReducer:
         """Ctrl-C and SIGTERM act at once in one process."""
         yield
 
+    def release(self) -> None:
+        """Called once the script has ended, whichever way: nothing to release in one process."""
+
 
 def _code(value: float | None) -> int:
     if value is None or math.isfinite(value):
@@ -117,10 +120,21 @@ class DistributedReducer(StepReducer):
         self._phases: list[tuple[int, int, int]] = []
         self._signal: int | None = None
         self._watchdog: threading.Timer | None = None
+        self._used: Any = None
 
     # ------------------------------------------------------------------ the step
     def _group(self, engine: Engine) -> Any:
-        return engine.process_group() if engine.name == "torch" else None
+        group = engine.process_group() if engine.name == "torch" else None
+        if group is not None:
+            self._used = group
+        return group
+
+    def release(self) -> None:
+        """Tear down the script's process group when the script did not (it was stopped early and
+        never reached its own ``destroy_process_group()``)."""
+        if self._used is not None:
+            self._used.release()
+            self._used = None
 
     def _sharded_mask(self, group: Any, parameters: Sequence[tuple[str, Any]]) -> list[bool]:
         key = tuple(id(p) for _, p in parameters)

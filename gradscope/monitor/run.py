@@ -36,6 +36,17 @@ __all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 LOSS_GRAPH_NODES = 64
 
 
+#: Code objects of the wrappers around the script's own calls (``backward()``, a gradient
+#: scaler's ``scale``/``step``): an exception raised by the call they wrap is the script's, not
+#: gradscope's (see ``gradscope.cli.run``).
+PASS_THROUGH: set[Any] = set()
+
+
+def _passes_through(function: Callable) -> Callable:
+    PASS_THROUGH.add(function.__code__)
+    return function
+
+
 class StopRun(ControlFlow):
     """Raised from gradscope's hooks to stop the script when a watched non-finite value appeared.
 
@@ -301,6 +312,7 @@ class RunMonitor:
         self.root_calls.append(call)
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
+        @_passes_through
         @functools.wraps(original)
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
             if self.localizing or self._in_backward or engine.is_compiling():
@@ -321,6 +333,7 @@ class RunMonitor:
         return backward
 
     def _wrap_scale(self, original: Callable) -> Callable:
+        @_passes_through
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
@@ -332,6 +345,7 @@ class RunMonitor:
     def _wrap_scaler_step(self, original: Callable) -> Callable:
         """A gradient scaler that found Inf/NaN gradients skips ``optimizer.step()``: that backward
         pass becomes a skipped step (scaled gradients overflow by design; not a finding)."""
+        @_passes_through
         @functools.wraps(original)
         def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             before = self._optimizer_steps

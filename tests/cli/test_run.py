@@ -357,3 +357,43 @@ def test_a_failure_inside_the_monitor_is_an_internal_error(gradscope, tmp_path, 
                       "nn.Linear(2, 1)(gs.ones(1, 2)).sum().backward()\n")
     result = gradscope("run", str(script), code=4)
     assert "internal error: TypeError: 'NoneType' object is not callable" in result.stderr
+
+
+def _raise_through(frames: list[str]) -> BaseException:
+    """An exception whose traceback passes through functions compiled under ``frames`` (outermost first)."""
+    namespace: dict = {}
+    for depth, filename in enumerate(frames):
+        inner = f"f{depth + 1}()" if depth + 1 < len(frames) else "raise RuntimeError('boom')"
+        exec(compile(f"def f{depth}():\n    {inner}\n", filename, "exec"), namespace)
+    try:
+        namespace["f0"]()
+    except RuntimeError as exc:
+        return exc
+    raise AssertionError("nothing raised")
+
+
+def test_who_raised_is_decided_by_the_innermost_gradscope_or_user_frame(tmp_path):
+    import sysconfig
+
+    import gradscope
+    from gradscope.cli.run import _raised_by_monitor
+
+    package = Path(gradscope.__file__).resolve().parent
+    user, library = str(tmp_path / "train.py"), str(Path(sysconfig.get_paths()["purelib"]) / "torch" / "x.py")
+    engines, monitor = str(package / "engines" / "torch.py"), str(package / "monitor" / "run.py")
+    # gradscope's adapter failed inside a library call it made: gradscope's fault
+    assert _raised_by_monitor(_raise_through([user, monitor, engines, library]))
+    # the script's own callback (a forward, a hook) failed when gradscope called it: the script's fault
+    assert not _raised_by_monitor(_raise_through([user, monitor, user, library]))
+    assert not _raised_by_monitor(_raise_through([user, library]))
+    # gradscope's wrapper around the script's backward() passed the library's complaint on
+    from gradscope.monitor.run import PASS_THROUGH
+
+    passing = _raise_through([user, monitor, library])
+    wrapper = passing.__traceback__.tb_next.tb_next.tb_frame.f_code
+    assert _raised_by_monitor(passing)
+    PASS_THROUGH.add(wrapper)
+    try:
+        assert not _raised_by_monitor(passing)
+    finally:
+        PASS_THROUGH.discard(wrapper)
