@@ -151,7 +151,15 @@ def _count_dependencies(root_nodes: list) -> dict:
         fn = pop()
         while fn is not None:  # walk on down the first newly seen input (a chain needs no stack)
             following = None
-            for child, _ in fn._next:
+            if fn._edges is None:  # one input, stored flat (no edge tuple to build)
+                child = fn._in
+                if child in deps:
+                    deps[child] += 1
+                    break
+                deps[child] = 1
+                fn = child
+                continue
+            for child, _ in fn._edges:
                 if child is None:
                     continue
                 if child in deps:
@@ -356,9 +364,10 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             if grads_in is None:
                 # One input whose only gradient this is, running next (a chain): hand it over
                 # without the loop over edges below, its buffer look-ups and the heap.
-                child, nr = fn._next[0]
+                child = fn._in
                 if child is None:
                     continue
+                nr = fn._in_nr
                 if (nr == 0 and relevant is None and deps[child] == 1
                         and (not heap or -heap[0][0] < child._seq)):
                     if g is not None:

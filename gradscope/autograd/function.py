@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
-from gradscope.autograd.node import Node, _next_seq, saved_tensor_hooks_stack
+from gradscope.autograd.node import _NO_EDGE, Node, _next_seq, saved_tensor_hooks_stack
 from gradscope.autograd.tensor import Tensor
 
 _grad_state = grad_mode._state
@@ -36,7 +36,8 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
     if not needed:
         return None
     node = object.__new__(cls)
-    node._next = tuple(edges)
+    node._in, node._in_nr = edges[0]
+    node._edges = None if len(edges) == 1 and not cls._scalar_operand else tuple(edges)
     node._seq = _next_seq()
     node._saved = None
     node._vcs = ()
@@ -46,7 +47,6 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
     return node
 
 
-_NO_EDGE = (None, 0)
 
 
 _METAS: dict = {}
@@ -88,11 +88,9 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
     return t
 
 
-def unary_result(cls: type, out: np.ndarray, x: Tensor, scalar_operand: bool = False) -> Tensor:
-    """``result(out, new_node(cls, (x,)))`` in one call, for the hot one-tensor ops.
-
-    ``scalar_operand`` gives the node a second, ``(None, 0)`` edge (``tensor * 2.0``).
-    """
+def unary_result(cls: type, out: np.ndarray, x: Tensor) -> Tensor:
+    """``result(out, new_node(cls, (x,)))`` in one call, for the hot one-tensor ops (a
+    ``_scalar_operand`` node type gets its second, ``(None, 0)`` edge as well: ``tensor * 2.0``)."""
     if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
         out = np.asarray(out)
     t = object.__new__(Tensor)
@@ -102,14 +100,15 @@ def unary_result(cls: type, out: np.ndarray, x: Tensor, scalar_operand: bool = F
     if _grad_state.enabled:
         fn = x.grad_fn
         if fn is not None:
-            edge = (fn, x._output_nr)
+            nr = x._output_nr
         elif x.requires_grad:
-            edge = (x._accumulator(), 0)
-        else:
-            edge = None
-        if edge is not None:
+            fn = x._accumulator()
+            nr = 0
+        if fn is not None:
             node = object.__new__(cls)
-            node._next = (edge, _NO_EDGE) if scalar_operand else (edge,)
+            node._edges = None  # stored flat (see Node._edges)
+            node._in = fn
+            node._in_nr = nr
             node._seq = _next_seq()
             node._vcs = ()
             node._extras = None
@@ -239,7 +238,9 @@ class Function(metaclass=_FunctionMeta):
             ctx._saved = None
             ctx._vcs = ()
             ctx._extras = None
-            ctx._next = ()
+            ctx._edges = ()
+            ctx._in = None
+            ctx._in_nr = 0
             ctx._seq = -1
             recording = False
         else:

@@ -24,6 +24,7 @@ ACCUMULATE_SEQ = sys.maxsize
 saved_tensor_hooks_stack: list = []
 
 _FREED = object()
+_NO_EDGE = (None, 0)
 _FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
     "they have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -58,7 +59,11 @@ class Node:
     subclass declares its own slots, and everything rare lives in ``_extras``.
     """
 
-    __slots__ = ("_next", "_seq", "_saved", "_vcs", "_meta", "_extras", "__weakref__")
+    __slots__ = ("_edges", "_in", "_in_nr", "_seq", "_saved", "_vcs", "_meta", "_extras", "__weakref__")
+    # _in, _in_nr: the node and output number of the first input edge ((None, 0) if none).
+    # _edges: the tuple of all input edges, or None when the first one is the only one (plus the
+    # (None, 0) edge of a ``_scalar_operand`` node). A one-input node thus owns no container the
+    # garbage collector tracks: ``_next`` rebuilds its edges on request.
     # _saved: None (nothing saved), a tuple of arrays (``save``), the node's own output as a bare
     # array (``_save_output``), a list of packed values (saved-tensor hooks), or _FREED.
     # _vcs: (version counter, expected version, tensor or None for the output) per saved tensor.
@@ -70,6 +75,8 @@ class Node:
     # True for node types that always need the engine's general path (several outputs,
     # AccumulateGrad, user-defined Functions); nodes with ``_extras`` take it as well.
     _slow = False
+    # Every node of this type has a second, ``(None, 0)`` edge: a python scalar operand.
+    _scalar_operand = False
 
     def name(self) -> str:
         """The node's type name, e.g. ``"MulBackward0"``."""
@@ -82,6 +89,16 @@ class Node:
     def next_functions(self) -> tuple:
         """One ``(node_or_None, output_index)`` pair per differentiable input slot."""
         return self._next
+
+    @property
+    def _next(self) -> tuple:
+        """The input edges, one ``(node_or_None, output_index)`` pair per input slot."""
+        edges = self._edges
+        if edges is None:
+            if self._scalar_operand:
+                return (self._in, self._in_nr), _NO_EDGE
+            return ((self._in, self._in_nr),)
+        return edges
 
     @property
     def metadata(self) -> dict:
@@ -221,7 +238,9 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable: Any) -> None:
         self.variable = variable
-        self._next = ()
+        self._edges = ()
+        self._in = None
+        self._in_nr = 0
         self._seq = ACCUMULATE_SEQ
         self._saved = None
         self._vcs = ()

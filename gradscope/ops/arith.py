@@ -113,6 +113,7 @@ class _MulScalarBackward(Node):
     own class so that the engine's one-input path runs it."""
 
     __slots__ = ("scalar",)
+    _scalar_operand = True
 
     def backward(self, g):
         if self._saved is _FREED:  # the scalar counts as saved: a second backward must fail
@@ -131,7 +132,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
         dtype = data.dtype
         if dtype.kind == "f":
             scalar = scalar_array(other, dtype)
-            product = unary_result(_MulScalarBackward, data * scalar, input, True)
+            product = unary_result(_MulScalarBackward, data * scalar, input)
             node = product.grad_fn
             if node is not None:
                 node.scalar = scalar
@@ -151,7 +152,7 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
             node.shape_b = b.shape
             node.save(input, other_t)
         return result(out_arr, node)
-    product = unary_result(_MulScalarBackward, out_arr, input, scalar_operand=True)
+    product = unary_result(_MulScalarBackward, out_arr, input)
     node = product.grad_fn
     if node is not None:
         node.scalar = b

@@ -516,6 +516,24 @@ def test_next_functions_structure(same_as_torch) -> None:
     assert log[3] is True and log[4] is True and log[5] == 1
 
 
+def test_next_functions_of_one_input_nodes(same_as_torch) -> None:
+    """One-input nodes store their edge flat (no tuple); ``next_functions`` rebuilds it, output
+    number included, and a ``tensor * scalar`` node keeps its ``(None, 0)`` second edge."""
+    def scenario(T):
+        x = T.tensor(X, requires_grad=True)
+        second = x.split(1)[1]
+        nodes = [second.tanh(), second * 3.0, 2 * second.tanh(), second.sum(), x.exp().sum()]
+        edges = [[(n.name() if n is not None else None, i) for n, i in y.grad_fn.next_functions]
+                 for y in nodes]
+        loss = sum(y.sum() for y in nodes)
+        loss.backward()
+        return edges, x.grad
+
+    log = same_as_torch(scenario)
+    assert log[0][0] == [["SplitBackward0", 1]]
+    assert log[0][1] == [["SplitBackward0", 1], [None, 0]]
+
+
 def test_leaf_and_flag_table(same_as_torch) -> None:
     def scenario(T):
         constant = T.tensor(X)
