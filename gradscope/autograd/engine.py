@@ -379,8 +379,13 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                     ready, ready_buf = child, [g]
                     continue
                 grads_in = (g,)
+                edges = ((child, nr),)
+            else:
+                edges = fn._edges
+                if edges is None:  # a one-input node stored flat, run on the general path
+                    edges = fn._next
             # hand the gradients to the input nodes
-            for (child, nr), g in zip(fn._next, grads_in):
+            for (child, nr), g in zip(edges, grads_in):
                 if child is None or (relevant is not None and child not in relevant):
                     continue
                 if g is not None:
