@@ -80,9 +80,10 @@ class ModuleCall:
         leaves: ``id`` of the call's leaf tensor arguments that require grad (emptied when the
             call returns).
         output_nonfinite: a ``grad_output`` tensor of this call held NaN/Inf (set by tracers).
+        totals: what a monitor adds up for the call's module (set by :class:`GradientMonitor`).
     """
 
-    __slots__ = ("name", "module", "edges", "leaves", "output_nonfinite")
+    __slots__ = ("name", "module", "edges", "leaves", "output_nonfinite", "totals")
 
     def __init__(self, name: str, module: Any) -> None:
         self.name = name
@@ -90,6 +91,7 @@ class ModuleCall:
         self.edges: set = set()
         self.leaves: set = set()
         self.output_nonfinite = False
+        self.totals: Any = None
 
 
 class ModuleGradientHooks(_HookOwner):
@@ -160,10 +162,17 @@ class ModuleGradientHooks(_HookOwner):
                     else:
                         call.edges.add((tensor.grad_fn, tensor.output_nr))
         outputs = [t for t in tensors_in(output) if t.requires_grad]
-        boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else {}
+        if not outputs:
+            call.edges = call.leaves = _NO_INPUTS
+            return
+        boundary = self._walk(call, outputs) if call.edges or call.leaves or self.track_owners else None
         call.edges = call.leaves = _NO_INPUTS  # the walk was their only use: free them with the call's forward
-        handles = self._handles
+        append = self._handles.append
         cls = type(self)  # (hooks are partials of the class's functions: no bound method per hook)
+        if not boundary:
+            for tensor in outputs:
+                append(tensor.register_hook(partial(cls._grad_output, self, call)))
+            return
         # An output made by a node that also sends gradient to the inputs (a leaf module's
         # single op) is seen by that node's post-hook: one hook instead of two.
         output_slots: dict = {}
@@ -175,10 +184,10 @@ class ModuleGradientHooks(_HookOwner):
                 if output_nr not in slots:
                     slots.append(output_nr)
                     continue
-            handles.append(tensor.register_hook(partial(cls._grad_output, self, call)))
+            append(tensor.register_hook(partial(cls._grad_output, self, call)))
         for node, slots in boundary.items():
-            handles.append(node.register_hook(partial(cls._node_hook, self, call, slots,
-                                                      tuple(output_slots.get(node, ())))))
+            append(node.register_hook(partial(cls._node_hook, self, call, slots,
+                                              tuple(output_slots.get(node, ())))))
 
     def _pop(self, module: Any) -> ModuleCall | None:
         """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
@@ -251,26 +260,25 @@ class GradientMonitor(ModuleGradientHooks):
 
     def __init__(self, model: Any, engine: Engine | None = None) -> None:
         super().__init__(model, engine)
-        self._calls: dict[str, int] = {}
-        self._types: dict[str, str] = {}
-        self._squares: dict[str, list[float | None]] = {}
-        self._nonfinite: dict[str, int] = {}
+        # per module, in the order of first calls: [type name, calls, grad_output square, grad_input square,
+        # non-finite entries]; every call of the module holds the same list (``ModuleCall.totals``)
+        self._totals: dict[str, list] = {}
+        self._squared_norms = self.engine.squared_norms
 
     def _call_started(self, call: ModuleCall) -> None:
-        name = call.name
-        if name in self._calls:
-            self._calls[name] += 1
-        else:
-            self._calls[name] = 1
-            self._types[name] = type(call.module).__name__
+        totals = self._totals.get(call.name)
+        if totals is None:
+            totals = self._totals[call.name] = [type(call.module).__name__, 0, None, None, 0]
+        totals[1] += 1
+        call.totals = totals
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        self._add(call.name, [grad], 1)
+        self._add(call.totals, [grad], 1)
 
     def _grad_input(self, call: ModuleCall, grads: list) -> None:
         grads = [grad for grad in grads if grad is not None]
         if grads:
-            self._add(call.name, grads, 0)
+            self._add(call.totals, grads, 0)
 
     def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
                    grad_outputs: tuple) -> None:
@@ -280,33 +288,26 @@ class GradientMonitor(ModuleGradientHooks):
         outputs = len(grads)
         grads += [grad_inputs[index] for index in slots if grad_inputs[index] is not None]
         if grads:
-            self._add(call.name, grads, outputs)
+            self._add(call.totals, grads, outputs)
 
-    def _add(self, name: str, grads: list, outputs: int) -> None:
-        """Add the squared norms of ``grads`` to the totals of module ``name``: the first
-        ``outputs`` are gradients of its outputs, the others gradients it sends to its inputs."""
-        squares = self.engine.squared_norms(grads)
-        totals = self._squares.get(name)
-        if totals is None:
-            totals = self._squares[name] = [None, None]
+    def _add(self, totals: list, grads: list, outputs: int) -> None:
+        """Add the squared norms of ``grads`` to a module's ``totals``: the first ``outputs`` are
+        gradients of its outputs, the others gradients it sends to its inputs."""
+        squares = self._squared_norms(grads)
         for index, square in enumerate(squares):
-            slot = 0 if index < outputs else 1
-            totals[slot] = (totals[slot] or 0.0) + square
+            slot = 2 if index < outputs else 3
+            total = totals[slot]
+            totals[slot] = square if total is None else total + square
         if not math.isfinite(sum(squares)):  # (a sum of squares is finite when every one is)
             for grad, square in zip(grads, squares):
                 if not math.isfinite(square):
-                    self._nonfinite[name] = self._nonfinite.get(name, 0) + nonfinite_count(self.engine, grad)
+                    totals[4] += nonfinite_count(self.engine, grad)
 
     def module_records(self) -> tuple[ModuleRecord, ...]:
         """One record per module called in forward, in the order of their first call."""
-        records = []
-        for name, calls in self._calls.items():
-            out_sq, in_sq = self._squares.get(name, [None, None])
-            records.append(ModuleRecord(name=name, type=self._types[name], calls=calls,
-                                        grad_output_norm=norm_from_square(out_sq),
-                                        grad_input_norm=norm_from_square(in_sq),
-                                        nonfinite=self._nonfinite.get(name, 0)))
-        return tuple(records)
+        return tuple(ModuleRecord(name, module_type, calls, norm_from_square(out_sq), norm_from_square(in_sq),
+                                  nonfinite)
+                     for name, (module_type, calls, out_sq, in_sq, nonfinite) in self._totals.items())
 
 
 def nonfinite_count(engine: Engine, tensor: Any) -> int:

@@ -97,15 +97,17 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
     """Gradient statistics of parameters given as ``(name, module type, values, grad or None)``."""
     param_squares = squared_norms_of_arrays([values for _, _, values, _ in entries])
     statistics = iter(array_statistics([array for _, _, _, array in entries if array is not None and array.size]))
+    sqrt, isfinite = math.sqrt, math.isfinite
     records = []
+    append = records.append
+    # (records are built positionally, in ParameterRecord's field order: a third cheaper than keywords)
     for (name, module_type, values, array), param_square in zip(entries, param_squares):
-        param_norm = math.sqrt(param_square)
-        shape = tuple(map(int, values.shape))
+        param_norm = sqrt(param_square)
+        module = name.rpartition(".")[0]  # (module_of)
+        shape = values.shape  # (numpy's shape: a tuple of Python ints)
         if array is None:
-            records.append(ParameterRecord(
-                name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=False,
-                grad_norm=None, grad_mean=None, grad_std=None, grad_abs_max=None, nonfinite=0, zero_fraction=None,
-                dead_unit_fraction=None, param_norm=param_norm, grad_to_param=None))
+            append(ParameterRecord(name, module, module_type, shape, False, None, None, None, None, 0, None, None,
+                                   param_norm, None))
             continue
         size = array.size
         squared = grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
@@ -113,8 +115,7 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
         if size:
             total, squared, grad_abs_max, nonzero = next(statistics)
             grad_mean = total / size
-            grad_std = math.sqrt(max(squared / size - grad_mean * grad_mean, 0.0)) if math.isfinite(squared) \
-                else math.nan
+            grad_std = sqrt(max(squared / size - grad_mean * grad_mean, 0.0)) if isfinite(squared) else math.nan
             zeros = size - nonzero
             zero_fraction = zeros / size
             if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
@@ -122,13 +123,10 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
                 if zeros:
                     per_unit = np.count_nonzero(array.reshape(array.shape[0], -1), axis=1)
                     dead = float(np.mean(per_unit == 0))
-        grad_norm = math.sqrt(squared)
-        bad = nonfinite_count(array) if not math.isfinite(grad_norm) else 0
-        records.append(ParameterRecord(
-            name=name, module=module_of(name), module_type=module_type, shape=shape, has_grad=True,
-            grad_norm=grad_norm, grad_mean=grad_mean, grad_std=grad_std, grad_abs_max=grad_abs_max, nonfinite=bad,
-            zero_fraction=zero_fraction, dead_unit_fraction=dead, param_norm=param_norm,
-            grad_to_param=grad_norm / param_norm if param_norm > 0 else None))
+        grad_norm = sqrt(squared)
+        append(ParameterRecord(name, module, module_type, shape, True, grad_norm, grad_mean, grad_std, grad_abs_max,
+                               nonfinite_count(array) if not isfinite(grad_norm) else 0, zero_fraction, dead,
+                               param_norm, grad_norm / param_norm if param_norm > 0 else None))
     return tuple(records)
 
 
@@ -136,9 +134,13 @@ def parameter_records(model: Any, engine: Engine) -> tuple[ParameterRecord, ...]
     """Statistics of every parameter of ``model`` that requires grad, in ``named_parameters`` order."""
     types = {name: type(module).__name__ for name, module in model.named_modules()}
     to_numpy = engine.to_numpy
-    return parameter_records_of([(name, types.get(module_of(name), ""), to_numpy(parameter),
-                                  None if parameter.grad is None else to_numpy(parameter.grad))
-                                 for name, parameter in model.named_parameters() if parameter.requires_grad])
+    entries = []
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            grad = parameter.grad
+            entries.append((name, types.get(name.rpartition(".")[0], ""), to_numpy(parameter),
+                            None if grad is None else to_numpy(grad)))
+    return parameter_records_of(entries)
 
 
 def total_norm(records: Iterable[ParameterRecord]) -> float:
