@@ -64,8 +64,8 @@ def test_ddp_bad_batch_on_rank_1_names_the_rank_step_and_module(tmp_path):
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     origin = document["first_nonfinite"]
-    assert (origin["rank"], origin["step"], origin["phase"], origin["module"], origin["kind"]) == \
-        (1, 2, "forward", "0", "nan")
+    assert (origin["rank"], origin["step"], origin["phase"], origin["module"], origin["node"], origin["kind"]) == \
+        (1, 2, "forward", "0", "DivBackward0", "nan")
     assert origin["source"] == f"{SCRIPT}:{DIVIDE_LINE}"
     assert document["status"] == "nonfinite" and document["steps_run"] == 3
     assert [len(step["ranks"]) for step in document["history"]] == [2, 2, 2]
