@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gradscope.engines import Engine
 from gradscope.monitor.records import NonFiniteOrigin, RankFigures
-from gradscope.monitor.stats import module_of
 
 if TYPE_CHECKING:
     from gradscope.monitor.run import RunMonitor
@@ -42,7 +41,6 @@ __all__ = ["DistributedReducer", "StepReducer", "rank_figures"]
 
 #: Phases of a rank's first non-finite value, in the order they happen within a step.
 PHASE_NONE, PHASE_OUTPUT, PHASE_LOSS, PHASE_GRADIENT = 0, 1, 2, 3
-_KINDS = {0: None, 1: "nan", 2: "inf"}
 _RANK_SLOTS = 7  # loss, gradient square, output square, phase, index, kind, signal
 
 #: Seconds a deferred Ctrl-C waits for the next step boundary before it interrupts the script anyway.
