@@ -10,7 +10,8 @@ Everything that depends on the process group and on ``DTensor`` lives here:
 * the two small collectives of a step (a sum over a float64 vector, a gather of a few integers)
   and a gather of picklable objects for the rare failure path;
 * the module a ``DistributedDataParallel`` wrapper holds, which can be called again on one rank
-  without starting a gradient all-reduce;
+  without starting a gradient all-reduce, and :meth:`DistributedTensors.unsharded`, which gathers
+  an FSDP2 model's parameters on every rank at once so that one rank can then re-run it alone;
 * :func:`launch_local`: N local processes started by torch's elastic agent (what ``torchrun``
   runs), with every rank's output passed through behind a ``[rankR]`` prefix.
 """
@@ -98,6 +99,36 @@ class DistributedTensors:
         self._in_flight = ()
         if group_ready():
             dist.destroy_process_group()
+
+    @contextlib.contextmanager
+    def unsharded(self, modules: Sequence[Any]) -> Iterator[None]:
+        """Collective (every rank must enter it, with the same ``modules``): all-gather the
+        parameters of every FSDP2 module in ``modules`` (nested ones included, in module order)
+        and keep them gathered, with gradient reduction off, until the block exits. Inside it, one
+        rank may run the modules' forward and backward passes alone: FSDP neither all-gathers
+        parameters that are already gathered nor reduce-scatters gradients it is told not to
+        sync. On exit the modules' settings are restored, and their parameters stay gathered
+        until their next forward pass.
+
+        Meant for the failure path of a stopping run only: the gradients that the block's
+        backward passes accumulate stay in the unsharded parameters' gradients."""
+        from torch.distributed.fsdp import FSDPModule
+
+        fsdp = [module for root in modules for module in root.modules() if isinstance(module, FSDPModule)]
+        groups = [group for module in fsdp for group in module._get_fsdp_state()._fsdp_param_groups]
+        saved = [(group.reduce_grads, group.all_reduce_grads, group.reshard_after_backward,
+                  group.post_forward_mesh_info) for group in groups]
+        for module in fsdp:
+            module.unshard()
+            module.set_reshard_after_forward(False, recurse=False)
+            module.set_reshard_after_backward(False, recurse=False)
+            module.set_requires_gradient_sync(False, recurse=False)
+        try:
+            yield
+        finally:
+            for group, (reduce, all_reduce, after_backward, mesh) in zip(groups, saved):
+                group.reduce_grads, group.all_reduce_grads = reduce, all_reduce
+                group.reshard_after_backward, group.post_forward_mesh_info = after_backward, mesh
 
     def sum(self, values: Sequence[float]) -> list[float]:
         """Element-wise sum of ``values`` over all ranks (one ``all_reduce``, float64)."""

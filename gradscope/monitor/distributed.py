@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gradscope.engines import Engine
 from gradscope.monitor.records import NonFiniteOrigin, RankFigures
-from gradscope.monitor.stats import module_of
 
 if TYPE_CHECKING:
     from gradscope.monitor.run import RunMonitor
@@ -42,7 +41,6 @@ __all__ = ["DistributedReducer", "StepReducer", "rank_figures"]
 
 #: Phases of a rank's first non-finite value, in the order they happen within a step.
 PHASE_NONE, PHASE_OUTPUT, PHASE_LOSS, PHASE_GRADIENT = 0, 1, 2, 3
-_KINDS = {0: None, 1: "nan", 2: "inf"}
 _RANK_SLOTS = 7  # loss, gradient square, output square, phase, index, kind, signal
 
 #: Seconds a deferred Ctrl-C waits for the next step boundary before it interrupts the script anyway.
@@ -191,10 +189,11 @@ class DistributedReducer(StepReducer):
             return super().localize(monitor, engine, loss, local, step)
         phase = self._phases[self.rank][0] if self._phases else PHASE_NONE
         origin: NonFiniteOrigin | None = None
-        if phase != PHASE_NONE:
-            if any(self._sharded_mask(group, monitor.parameters)):
-                origin = _origin_without_rerun(monitor, local, phase, step, self.rank)
-            else:
+        sharded = any(self._sharded_mask(group, monitor.parameters))
+        # A sharded model is gathered on every rank first (every rank reaches this point: the stop
+        # was decided from the reduced vector), so that the rank that localises re-runs it alone.
+        with group.unsharded(monitor.models) if sharded else contextlib.nullcontext():
+            if phase != PHASE_NONE:
                 origin = super().localize(monitor, engine, loss, local, step)
         found = group.gather_objects(origin)
         self.collectives += 1
@@ -256,24 +255,6 @@ class DistributedReducer(StepReducer):
     def _honour_signal_alone(self) -> None:
         if self._signal is not None:
             self._interrupt(self._signal)
-
-
-def _origin_without_rerun(monitor: "RunMonitor", stats: Any, phase: int, step: int, rank: int) -> NonFiniteOrigin:
-    """What is known without re-running a sharded model (a re-run on one rank would start the
-    parameter all-gathers the other ranks are not running)."""
-    why = "a sharded model is not re-run on one rank (it would start collectives the other ranks do not run)"
-    phase_first = _first_nonfinite(stats)
-    kind = _KINDS[phase_first[2]] or "nan"
-    if phase == PHASE_OUTPUT:
-        return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
-                               rank=rank, detail=f"rank {rank}'s model returned {kind}; {why}")
-    if phase == PHASE_LOSS:
-        return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
-                               rank=rank, detail=f"rank {rank}'s model outputs are finite; its loss computation "
-                                                 f"produced {kind}")
-    name = monitor.parameters[phase_first[1]][0]
-    return NonFiniteOrigin(step=step, phase="backward", module=module_of(name), node=None, source=None, kind=kind,
-                           rank=rank, detail=f"the gradient of {name} is {kind} on rank {rank}; {why}")
 
 
 def rank_figures(pending: Sequence[Any]) -> tuple[RankFigures, ...]:

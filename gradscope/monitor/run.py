@@ -267,6 +267,11 @@ class RunMonitor:
         return self._last_optimizer
 
     @property
+    def models(self) -> list[Any]:
+        """The model (root) modules, in the order the script first called them."""
+        return [root.module for root in self._roots]
+
+    @property
     def parameters(self) -> list[tuple[str, Any]]:
         """``(name, parameter)`` of every trainable parameter of the model, in model order."""
         return self._parameters

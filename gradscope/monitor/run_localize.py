@@ -96,7 +96,7 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                                        trace_ops=False)
         try:
             with trace:
-                _call_again(engine, call)
+                _call_again(engine, call, track_inputs="floating")
         except Exception:  # noqa: BLE001 - a model that cannot be called again: report what is known
             trace.module_found = False
         if not trace.module_found:
@@ -176,7 +176,7 @@ class _BackwardTrace:
                    engine.register_module_forward_hook(self._on_forward)]
         try:
             with engine.record_creation_traces():
-                outputs = _call_again(engine, call, track_inputs=True)
+                outputs = _call_again(engine, call, track_inputs="graph")
         finally:
             for handle in handles:
                 handle.remove()
@@ -251,20 +251,28 @@ def _first_bad_node(engine: Engine, events: list, kind: str) -> tuple[str | None
 
 
 # ---------------------------------------------------------------------------- helpers
-def _call_again(engine: Engine, call: "RootCall", track_inputs: bool = False) -> Any:
-    """Call the model again with the kept inputs and the random state it had before."""
+def _call_again(engine: Engine, call: "RootCall", track_inputs: str | None = None) -> Any:
+    """Call the model again with the kept inputs and the random state it had before.
+
+    ``track_inputs``: None passes the inputs as they are; ``"graph"`` gives each input tensor that
+    required grad in the script a fresh graph of its own; ``"floating"`` makes every floating-point
+    input tensor require grad, so that every operation of the forward pass records a node whose
+    name a finding can show (a parameter-free module such as ``x / x.norm()`` included).
+    """
     if call.rng is not None:
         engine.set_rng_state(call.rng)
     args, kwargs = call.args, call.kwargs
-    if track_inputs:
-        args = tuple(_tracked(engine, value) for value in args)
-        kwargs = {key: _tracked(engine, value) for key, value in kwargs.items()}
+    if track_inputs is not None:
+        floating = track_inputs == "floating"
+        args = tuple(_tracked(engine, value, floating) for value in args)
+        kwargs = {key: _tracked(engine, value, floating) for key, value in kwargs.items()}
     return engine.local_module(call.module)(*args, **kwargs)
 
 
-def _tracked(engine: Engine, value: Any) -> Any:
-    """A tensor that required grad in the script gets a fresh graph of its own in the re-run."""
-    if engine.is_tensor(value) and value.requires_grad:
+def _tracked(engine: Engine, value: Any, floating: bool) -> Any:
+    """``value`` on a fresh graph of its own when it requires grad (or, with ``floating``, is a
+    floating-point tensor); a clone, so that the model's in-place operations on it stay legal."""
+    if engine.is_tensor(value) and (value.requires_grad or (floating and value.is_floating_point())):
         return value.detach().requires_grad_().clone()
     return value
 

@@ -332,6 +332,35 @@ def test_backward_nonfinite_in_the_loss_computation_names_the_node(gradscope, sc
         (0, "backward", None, "SqrtBackward0", "inf")
 
 
+def test_forward_nonfinite_in_a_parameter_free_first_module_names_the_node(gradscope, script, tmp_path):
+    """The data does not require grad and the first module has no parameters: the re-run still
+    records the node that divided by zero."""
+    header = script.read_text().split("\n\n\nclass Exp")[0]
+    normalize = tmp_path / "normalize.py"
+    normalize.write_text(header + textwrap.dedent('''
+
+        class Normalize(nn.Module):
+            def forward(self, x):
+                return x / x.norm(dim=1, keepdim=True)
+
+
+        manual_seed(0)
+        model = nn.Sequential(Normalize(), nn.Linear(4, 2))
+        optimizer = T.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            x = T.ones(3, 4) * (0.0 if step == 1 else 1.0)
+            optimizer.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+            print(step)
+    '''))
+    doc = _json(gradscope, "--nan", str(normalize), code=1)
+    assert doc["first_nonfinite"] == {"step": 1, "rank": None, "phase": "forward", "module": "0",
+                                      "node": "DivBackward0", "kind": "nan",
+                                      "source": f"{normalize.name}:{_line_of(normalize, 'return x / x.norm(dim=1, keepdim=True)')}"}
+
+
 def test_backward_on_a_non_scalar_has_no_loss(gradscope, tmp_path):
     script = tmp_path / "vector.py"
     script.write_text(textwrap.dedent('''

@@ -64,8 +64,8 @@ def test_ddp_bad_batch_on_rank_1_names_the_rank_step_and_module(tmp_path):
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     origin = document["first_nonfinite"]
-    assert (origin["rank"], origin["step"], origin["phase"], origin["module"], origin["kind"]) == \
-        (1, 2, "forward", "0", "nan")
+    assert (origin["rank"], origin["step"], origin["phase"], origin["module"], origin["node"], origin["kind"]) == \
+        (1, 2, "forward", "0", "DivBackward0", "nan")
     assert origin["source"] == f"{SCRIPT}:{DIVIDE_LINE}"
     assert document["status"] == "nonfinite" and document["steps_run"] == 3
     assert [len(step["ranks"]) for step in document["history"]] == [2, 2, 2]
@@ -100,13 +100,21 @@ def _reference_parameter_norms(steps: int) -> list[dict[str, float]]:
     return norms
 
 
-def test_fsdp2_parameter_norms_are_the_global_ones(tmp_path):
+def test_fsdp2_parameter_norms_are_the_global_ones_and_a_bad_batch_is_localised(tmp_path):
+    """Steps 0-2 are healthy: their norms are the one-process ones. At step 3 rank 1's batch makes
+    the first module divide by zero: the sharded model is gathered on every rank and re-run on
+    rank 1 alone, so the origin is as complete as under DDP."""
     log = tmp_path / "steps.jsonl"
-    done = _gradscope("--log", str(log), str(SCRIPT), "--fsdp", "--steps", "3", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _gradscope("--nan", "--format", "json", "--log", str(log), str(SCRIPT), "--fsdp", "--steps", "5",
+                      "--bad-step", "3", "--print-pid", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["first_nonfinite"] == {
+        "step": 3, "rank": 1, "phase": "forward", "module": "0", "node": "DivBackward0",
+        "source": f"{SCRIPT}:{DIVIDE_LINE}", "kind": "nan"}
+    _assert_all_exited(_pids(done.stderr))
     lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["nonfinite"] for line in lines] == [None, None, None, "loss"]
     reference = _reference_parameter_norms(3)
-    assert len(lines) == 3
     for line, expected in zip(lines, reference):
         assert set(line["parameters"]) == set(expected)
         for name, norm in expected.items():
@@ -115,6 +123,65 @@ def test_fsdp2_parameter_norms_are_the_global_ones(tmp_path):
         shards = [rank["total_grad_norm"] for rank in line["ranks"]]
         assert sum(s * s for s in shards) == pytest.approx(line["total_grad_norm"] ** 2, rel=1e-6)
         assert all(shard < line["total_grad_norm"] for shard in shards)
+
+
+#: An FSDP2 script whose rank 1 gets a row of zeros at step 1: module "1" takes the square root of
+#: that row's exact zero sum of squares, so only the backward pass turns non-finite (sqrt' = Inf).
+FSDP_BACKWARD = """
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+
+
+class Scale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return x * self.weight
+
+
+class RowNorm(nn.Module):
+    def forward(self, h):
+        return torch.sqrt((h * h).sum(-1, keepdim=True))
+
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = nn.Sequential(Scale(), RowNorm(), nn.Linear(1, 2))
+for layer in (model[0], model[2], model):
+    fully_shard(layer)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+print(f"pid {os.getpid()}", flush=True)
+for step in range(4):
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(10 * step + rank))
+    if step == 1 and rank == 1:
+        x[3] = 0.0
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step}: loss {loss.item():.4f}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_fsdp2_backward_only_nonfinite_names_the_node(tmp_path):
+    script = tmp_path / "fsdp_backward.py"
+    script.write_text(FSDP_BACKWARD)
+    done = _gradscope("--nan", "--format", "json", str(script), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    line = next(number for number, text in enumerate(script.read_text().splitlines(), 1) if "torch.sqrt" in text)
+    assert json.loads(done.stdout)["first_nonfinite"] == {
+        "step": 1, "rank": 1, "phase": "backward", "module": "1", "node": "SqrtBackward0",
+        "source": f"{script.name}:{line}", "kind": "inf"}
+    _assert_all_exited(_pids(done.stderr))
 
 
 def test_ctrl_c_stops_every_rank_and_exits_130(tmp_path):
