@@ -59,8 +59,14 @@ from gradscope import optim  # noqa: E402
 from gradscope.serialization import load, save  # noqa: E402
 from gradscope.errors import GradscopeError
 from gradscope.autograd.anomaly import is_anomaly_enabled, set_detect_anomaly as set_anomaly_enabled  # noqa: E402
+from gradscope.ops.extra import (block_diag, cartesian_prod, chain_matmul, combinations, cov, cross,  # noqa: E402
+                                 heaviside, hypot, inner, kron, lgamma, logcumsumexp, masked_scatter, matrix_power,
+                                 mode, nanquantile, quantile, renorm, rot90, signbit, trapezoid, trapz,
+                                 unique_consecutive)
+from gradscope.nn.functional import cosine_similarity, pairwise_distance  # noqa: E402
 
 clip = clamp
+sgn = sign
 fix = trunc
 absolute = abs
 moveaxis = movedim

@@ -13,7 +13,7 @@ import numpy as np
 
 from gradscope.autograd import grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops import arith, creation, indexing, inplace, nn_ops, pointwise, shape
+from gradscope.ops import arith, creation, indexing, inplace, nn_ops, pointwise, shape, volumetric
 from gradscope.ops import reduce as reductions
 from gradscope.ops.creation import _rng
 
@@ -33,6 +33,8 @@ __all__ = [
     "softshrink", "rrelu", "rrelu_", "celu_", "selu_", "threshold_", "gumbel_softmax", "margin_ranking_loss",
     "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss",
     "triplet_margin_loss", "triplet_margin_with_distance_loss", "gaussian_nll_loss", "poisson_nll_loss",
+    "conv3d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d",
+    "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices",
 ]
 
 
@@ -1335,3 +1337,49 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
             stirling = t * np.log(t) - t + 0.5 * np.log(2 * np.pi * t)
         loss = arith.add(loss, Tensor._make(np.where(t > 1, stirling, 0.0).astype(t.dtype)))
     return _reduce_loss(loss, reduction)
+
+
+# ---------------------------------------------------------------- 3-D convolution and pooling
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation over (N, C, D, H, W) or (C, D, H, W); ``padding`` may be ``"same"`` or ``"valid"``."""
+    return volumetric.conv3d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """3-D transposed convolution; ``weight`` is (in_channels, out_channels // groups, kd, kh, kw)."""
+    return volumetric.conv_transpose3d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """3-D max pooling; with ``return_indices`` also the flat ((d * H + h) * W + w) index of each maximum."""
+    return volumetric.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> tuple:
+    return volumetric.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """3-D average pooling."""
+    return volumetric.avg_pool3d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                 divisor_override)
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
+    """Average over the adaptive windows that give ``output_size`` (D, H, W); (1, 1, 1) is a plain mean."""
+    return volumetric.adaptive_avg_pool3d(input, output_size)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Adaptive max pooling of (N, C, D, H, W) or (C, D, H, W); with ``return_indices`` also the flat indices."""
+    out, indices = volumetric.adaptive_max_pool3d(input, output_size)
+    return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any, return_indices: bool = False) -> tuple:
+    return volumetric.adaptive_max_pool3d(input, output_size)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -16,7 +16,9 @@ from gradscope.autograd.tensor import Tensor
 from gradscope.ops.creation import _rng
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
-           "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
+           "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+           "sparse_", "uniform", "normal", "constant", "eye", "dirac", "xavier_uniform", "xavier_normal",
+           "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"]
 
 _LINEAR_LIKE = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                 "conv_transpose3d", "sigmoid")
@@ -181,3 +183,44 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Any = None) -> Tenso
     if rows < cols:
         q = q.T
     return _fill(tensor, (gain * q).reshape(tensor._data.shape))
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any = None) -> Tensor:
+    """Fill a 2-D tensor with N(0, std**2) values, then zero ``ceil(sparsity * rows)`` random rows of each column."""
+    if tensor._data.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor._data.shape
+    rng = _rng(generator)
+    values = rng.normal(0.0, std, (rows, cols))
+    zeros = math.ceil(sparsity * rows)
+    for col in range(cols):
+        values[rng.permutation(rows)[:zeros], col] = 0
+    return _fill(tensor, values)
+
+
+def _deprecated_alias(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """The pre-0.4 name of an init function (no trailing underscore): warns like PyTorch, then fills."""
+    new_name = function.__name__
+    old_name = new_name[:-1]
+
+    def alias(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+                      FutureWarning, stacklevel=2)
+        return function(*args, **kwargs)
+
+    alias.__name__ = old_name
+    alias.__doc__ = f"Deprecated alias of :func:`{new_name}` (warns with a FutureWarning)."
+    return alias
+
+
+uniform = _deprecated_alias(uniform_)
+normal = _deprecated_alias(normal_)
+constant = _deprecated_alias(constant_)
+eye = _deprecated_alias(eye_)
+dirac = _deprecated_alias(dirac_)
+xavier_uniform = _deprecated_alias(xavier_uniform_)
+xavier_normal = _deprecated_alias(xavier_normal_)
+kaiming_uniform = _deprecated_alias(kaiming_uniform_)
+kaiming_normal = _deprecated_alias(kaiming_normal_)
+orthogonal = _deprecated_alias(orthogonal_)
+sparse = _deprecated_alias(sparse_)

@@ -5,8 +5,8 @@ from typing import Any
 
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import numpy_style_keywords
-from gradscope.ops import (arith, creation, elementwise, indexing, inplace, linalg, pointwise, reduce, shape,
-                           sorting)
+from gradscope.ops import (arith, creation, elementwise, extra, indexing, inplace, linalg, pointwise, reduce,
+                           shape, sorting)
 
 _METHODS = {
     # arithmetic
@@ -97,6 +97,12 @@ _METHODS = {
     # random fills
     "exponential_": inplace.exponential_, "log_normal_": inplace.log_normal_, "geometric_": inplace.geometric_,
     "cauchy_": inplace.cauchy_, "random_": inplace.random_, "fill_diagonal_": inplace.fill_diagonal_,
+    # more torch functions (gradscope.ops.extra)
+    "cross": extra.cross, "kron": extra.kron, "rot90": extra.rot90, "hypot": extra.hypot, "inner": extra.inner,
+    "lgamma": extra.lgamma, "logcumsumexp": extra.logcumsumexp, "signbit": extra.signbit,
+    "heaviside": extra.heaviside, "renorm": extra.renorm, "matrix_power": extra.matrix_power,
+    "masked_scatter": extra.masked_scatter, "cov": extra.cov, "quantile": extra.quantile,
+    "nanquantile": extra.nanquantile, "unique_consecutive": extra.unique_consecutive, "mode": extra.mode,
 }
 
 # In-place forms written generically from the out-of-place op (name + "_").
@@ -107,7 +113,8 @@ _INPLACE_OF = ("abs", "absolute", "sqrt", "rsqrt", "log", "log1p", "log2", "log1
                "scatter_add", "index_add", "index_fill", "index_copy", "index_put", "scatter_reduce", "erfinv", "erfc", "cumsum", "cumprod", "tril", "triu", "nan_to_num", "bitwise_and",
                "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_not",
                "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "baddbmm", "addmm", "addmv", "addr",
-               "addbmm", "true_divide", "subtract", "multiply", "divide")
+               "addbmm", "true_divide", "subtract", "multiply", "divide", "lgamma", "hypot", "renorm",
+               "masked_scatter")
 
 # In-place forms of shape ops: the tensor itself takes the new shape.
 _RESHAPING_INPLACE_OF = ("t", "transpose", "unsqueeze", "squeeze", "swapaxes", "swapdims")

@@ -11,6 +11,7 @@ from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops import arith, reduce, shape
+from gradscope.ops._util import float_input
 
 
 # ---------------------------------------------------------------- einsum
@@ -443,3 +444,24 @@ def logdet(input: Tensor) -> Tensor:
     """``log det A`` (nan for a negative determinant, -inf for a singular matrix)."""
     sign, logabsdet = slogdet(input)
     return arith.add(logabsdet, Tensor._make(np.where(sign._data < 0, np.nan, 0.0).astype(logabsdet._data.dtype)))
+
+
+class LinalgSvdvalsBackward0(Node):
+    """Singular values of a (batch of) matrix: ``dA = U diag(g) Vh`` (reduced SVD)."""
+
+    __slots__ = ("u", "vh")
+
+    def backward(self, g):
+        return np.matmul(self.u * g[..., None, :], self.vh).astype(g.dtype, copy=False)
+
+
+def svdvals(input: Tensor) -> Tensor:
+    """The singular values of each matrix of ``input`` (descending), differentiable."""
+    a = float_input(input)
+    if a.ndim < 2:
+        raise RuntimeError("linalg.svd: The input tensor A must have at least 2 dimensions.")
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    node = new_node(LinalgSvdvalsBackward0, (input,))
+    if node is not None:
+        node.u, node.vh = u, vh
+    return result(s.astype(a.dtype, copy=False), node)

@@ -1,4 +1,4 @@
-"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``, ``ConvTranspose2d``, and the block
+"""Convolution layers: ``Conv1d/2d/3d``, ``ConvTranspose1d/2d/3d``, and the block
 extractors ``Unfold``/``Fold`` (im2col and its adjoint)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from gradscope.nn import init
 from gradscope.nn.modules.linear import _new_parameter
 from gradscope.nn.modules.module import Module
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "Fold", "Unfold"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Fold", "Unfold"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -116,7 +116,7 @@ class _Conv(_ConvNd):
                          bias, padding_mode, device, dtype)
 
     def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        conv = F.conv1d if self._dims == 1 else F.conv2d
+        conv = (F.conv1d, F.conv2d, F.conv3d)[self._dims - 1]
         if self.padding_mode != "zeros":
             padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return conv(padded, weight, bias, self.stride, 0, self.dilation, self.groups)
@@ -136,6 +136,12 @@ class Conv2d(_Conv):
     """2-D convolution over (N, C_in, H, W): weight (C_out, C_in // groups, kh, kw)."""
 
     _dims = 2
+
+
+class Conv3d(_Conv):
+    """3-D convolution over (N, C_in, D, H, W): weight (C_out, C_in // groups, kd, kh, kw)."""
+
+    _dims = 3
 
 
 class _ConvTranspose(_ConvNd):
@@ -171,7 +177,7 @@ class _ConvTranspose(_ConvNd):
         return tuple(padding)
 
     def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
-        conv = F.conv_transpose1d if self._dims == 1 else F.conv_transpose2d
+        conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._dims - 1]
         output_padding = self._output_padding(input, output_size)
         return conv(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
                     self.dilation)
@@ -187,6 +193,12 @@ class ConvTranspose2d(_ConvTranspose):
     """2-D transposed convolution: weight (C_in, C_out // groups, kh, kw)."""
 
     _dims = 2
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """3-D transposed convolution: weight (C_in, C_out // groups, kd, kh, kw)."""
+
+    _dims = 3
 
 
 class Unfold(Module):

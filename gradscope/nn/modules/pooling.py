@@ -1,4 +1,4 @@
-"""Pooling layers: max, average and adaptive average pooling (1-D and 2-D)."""
+"""Pooling layers: max, average, adaptive average and adaptive max pooling (1-D, 2-D and 3-D)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +8,8 @@ from gradscope.nn import functional as F
 from gradscope.nn.modules.module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
+           "AdaptiveMaxPool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -133,3 +134,33 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
 
     def forward(self, input: Tensor) -> Any:
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class MaxPool3d(_MaxPoolNd):
+    """Max over sliding windows of (N, C, D, H, W); ``return_indices`` also gives the argmax positions."""
+
+    def forward(self, input: Tensor) -> Any:
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool3d(AvgPool2d):
+    """Average over sliding windows of (N, C, D, H, W)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
+    """Average pooling of (N, C, D, H, W) to a fixed (D, H, W) (None keeps that input dim)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max over the adaptive windows of (N, C, D, H, W) that give ``output_size``."""
+
+    def forward(self, input: Tensor) -> Any:
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
