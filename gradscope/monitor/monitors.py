@@ -175,6 +175,13 @@ class ModuleGradientHooks(_HookOwner):
             return
         # An output made by a node that also sends gradient to the inputs (a leaf module's
         # single op) is seen by that node's post-hook: one hook instead of two.
+        if len(outputs) == 1 and len(boundary) == 1:  # (the usual case, without the bookkeeping below)
+            tensor = outputs[0]
+            node = tensor.grad_fn
+            slots = boundary.get(node)
+            if slots is not None:
+                append(node.register_hook(partial(cls._node_hook, self, call, slots, (tensor.output_nr,))))
+                return
         output_slots: dict = {}
         for tensor in outputs:
             node = tensor.grad_fn
@@ -213,21 +220,23 @@ class ModuleGradientHooks(_HookOwner):
             node = stack.pop()
             if owner is not None and node not in owner:
                 owner[node] = call
-            slots = []
-            for index, edge in enumerate(node.next_functions):
+            slots = ()
+            index = -1
+            for edge in node.next_functions:
+                index += 1
                 child = edge[0]
                 if child is None:
                     continue
                 if edge in edges:
-                    slots.append(index)
+                    slots += (index,)
                 elif type(child).__name__ == _ACCUMULATE:
-                    if id(child.variable) in leaves:
-                        slots.append(index)
+                    if leaves and id(child.variable) in leaves:
+                        slots += (index,)
                 elif child not in seen:
                     seen.add(child)
                     stack.append(child)
             if slots:
-                boundary[node] = tuple(slots)
+                boundary[node] = slots
         return boundary
 
     def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,

@@ -157,3 +157,89 @@ def test_node_name_looks_through_backward_hook_identity():
     assert engine.node_name(out) == "AddmmBackward0"
     assert engine.node_name(gs.ones(2)) is None
     assert math.isfinite(float(out.sum().item()))
+
+
+def _monitored_records(lib) -> tuple:
+    """``GradientMonitor`` records of one backward pass through modules whose calls take each path
+    of the monitor's forward post-hook, on the engine of ``lib`` (``gradscope`` or ``torch``), with
+    the model, its input and its keyword leaf ``factor``."""
+    nn_ = lib.nn
+
+    class Split(nn_.Module):  # two outputs: one made by the node at the inputs, one by a later node
+        def forward(self, x):
+            doubled = x * 2.0
+            return doubled, doubled.tanh()
+
+    class Scale(nn_.Module):  # a keyword tensor argument that is a leaf requiring grad
+        def forward(self, x, *, factor):
+            return x * factor
+
+    class Net(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn_.Linear(3, 3)
+            self.split = Split()
+            self.scale = Scale()
+            self.frozen = nn_.Linear(3, 3)
+            self.frozen.requires_grad_(False)
+
+        def forward(self, x, factor):
+            kept, squashed = self.split(self.fc(x))
+            return (self.scale(kept, factor=factor).sum() + self.fc(squashed).pow(2).sum()
+                    + self.frozen(x.detach()).sum())
+
+    lib.manual_seed(0)
+    model = Net()
+    with lib.no_grad():
+        for index, parameter in enumerate(model.parameters()):
+            parameter.copy_(lib.tensor(np.linspace(-1.0, 1.0, parameter.numel()).reshape(tuple(parameter.shape))
+                                       * (index + 1) / 4, dtype=lib.float32))
+    x = lib.tensor(np.linspace(-2.0, 2.0, 12).reshape(4, 3), dtype=lib.float32)
+    factor = lib.tensor(np.array([0.5, -1.5, 2.0]), dtype=lib.float32, requires_grad=True)
+    with GradientMonitor(model, get_engine(lib.__name__)) as monitor:
+        model(x, factor).backward()
+    return monitor.module_records(), model, x, factor
+
+
+def test_gradient_monitor_records_match_torch_on_every_call_shape():
+    torch = pytest.importorskip("torch")
+    ours, theirs = _monitored_records(gs)[0], _monitored_records(torch)[0]
+    assert [(r.name, r.type, r.calls, r.nonfinite) for r in ours] == \
+        [(r.name, r.type, r.calls, r.nonfinite) for r in theirs] == \
+        [("", "Net", 1, 0), ("fc", "Linear", 2, 0), ("split", "Split", 1, 0), ("scale", "Scale", 1, 0),
+         ("frozen", "Linear", 1, 0)]
+    for mine, reference in zip(ours, theirs):
+        for field in ("grad_output_norm", "grad_input_norm"):
+            expected = getattr(reference, field)
+            assert getattr(mine, field) == (None if expected is None else pytest.approx(expected, rel=1e-5)), \
+                (mine.name, field)
+    records = {r.name: r for r in ours}
+    assert records["frozen"].grad_output_norm is None and records["frozen"].grad_input_norm is None
+    assert records["scale"].grad_input_norm is not None  # (the keyword leaf's gradient)
+
+
+def test_gradient_monitor_records_are_the_norms_of_the_gradients():
+    torch = pytest.importorskip("torch")
+    records = {r.name: r for r in _monitored_records(gs)[0]}
+    _, model, x, factor = _monitored_records(torch)
+    # the same computation, written out, with the gradient of every intermediate value
+    hidden = model.fc(x)
+    doubled = hidden * 2.0
+    squashed = doubled.tanh()
+    scaled = doubled * factor
+    second = model.fc(squashed)
+    for value in (hidden, doubled, squashed, scaled, second):
+        value.retain_grad()
+    factor.grad = None
+    (scaled.sum() + second.pow(2).sum()).backward()
+
+    def norm(*tensors):
+        return math.sqrt(sum(float((t.double() ** 2).sum()) for t in tensors))
+
+    expected = {"": (1.0, norm(factor.grad)),
+                "fc": (norm(hidden.grad, second.grad), norm(squashed.grad)),
+                "split": (norm(doubled.grad, squashed.grad), norm(hidden.grad)),
+                "scale": (norm(scaled.grad), norm(factor.detach().expand(4, 3), factor.grad))}
+    for name, (grad_output, grad_input) in expected.items():
+        assert records[name].grad_output_norm == pytest.approx(grad_output, rel=1e-5), name
+        assert records[name].grad_input_norm == pytest.approx(grad_input, rel=1e-5), name
