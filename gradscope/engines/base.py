@@ -291,9 +291,12 @@ def squared_norm(array: np.ndarray) -> float:
     if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
         array = array.astype(np.float64)
     value = float(np.vdot(array, array))  # (0.0 when empty)
-    if not _FLOAT32_SQUARES_MIN < value < math.inf and array.dtype.itemsize == 4 and np.isfinite(array).all():
-        flat64 = array.astype(np.float64)
-        value = float(np.vdot(flat64, flat64))
+    if array.dtype.itemsize == 4 and not _FLOAT32_SQUARES_MIN < value < math.inf:
+        # A small finite sum may have underflowed (the array is finite, or the sum would not be);
+        # an infinite one may have overflowed, unless the array holds an infinity; NaN stays NaN.
+        if value < math.inf or (value == math.inf and np.isfinite(array).all()):
+            flat64 = array.astype(np.float64)
+            value = float(np.vdot(flat64, flat64))
     return value
 
 
@@ -324,13 +327,5 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
             result[index] = squared_norm(array)
     for index, value, array in zip(where, map(np.vdot, plain, plain), plain):
         value = float(value)
-        result[index] = value if _FLOAT32_SQUARES_MIN < value < math.inf else squared_norm(array)
-    return result
-    offsets = np.zeros(len(small), dtype=np.intp)
-    np.cumsum([array.size for array in small[:-1]], out=offsets[1:])
-    flat = np.concatenate(small, axis=None)
-    with np.errstate(over="ignore", under="ignore"):  # (recomputed in float64 below)
-        np.multiply(flat, flat, out=flat)
-    for index, value, array in zip(where, np.add.reduceat(flat, offsets).tolist(), small):
         result[index] = value if _FLOAT32_SQUARES_MIN < value < math.inf else squared_norm(array)
     return result
