@@ -6,9 +6,10 @@ and turns what the script does into one :class:`StepRecord` per ``optimizer.step
 ``backward()`` call when the script has no optimizer).
 
 Cheap by default: per backward pass, one batched computation of the squared norms of every
-parameter gradient (plus, with ``--nan``/``--inf``, of the model's outputs) and the loss, read
-with a single host synchronisation. Those numbers are a fixed-size vector (one entry per
-parameter and model output, in a fixed order) whose non-finite entries are the flags. Only when
+parameter gradient (plus, with ``--nan``/``--inf``, of the model's outputs and of every other
+module output that takes part in the backward pass) and the loss, read with a single host
+synchronisation. Those numbers are a vector (one entry per parameter, model output and module
+output, in a fixed order) whose non-finite entries are the flags. Only when
 one is non-finite does :mod:`gradscope.monitor.run_localize` re-run the model's forward (and
 backward) on the saved inputs, with the random generators restored, under full instrumentation.
 
@@ -163,6 +164,8 @@ class RunMonitor:
         self._parameter_modules: list[str] = []
         self._rng_before: dict[int, Any] = {}
         self.root_calls: list[RootCall] = []
+        self._activations: dict[int, tuple[int, Any]] = {}
+        self.activation_nonfinite = False
         self._pending: list[_BackwardStats] = []
         self._last: _BackwardStats | None = None
         self._optimizer_steps = 0
@@ -297,6 +300,8 @@ class RunMonitor:
                 return
             self._adopt(engine, module)
             if key not in self._names:
+                if self.options.stops:  # the first pass: a model adopted later in it may hold this module
+                    self._keep_activations(engine, key, output)
                 return
         if engine.is_compiled_module(module) and key not in self._compiled_noted:
             self._compiled_noted.add(key)
@@ -304,17 +309,23 @@ class RunMonitor:
                               "inside it are not observed")
         if not self.options.stops:
             return
+        outputs = self._keep_activations(engine, key, output)
         root = self._root_of(module)
-        if root is None:
-            return
-        outputs = [t for t in engine.tensors_in(output) if t.requires_grad]
-        if not outputs:
+        if root is None or not outputs:
             return
         call = RootCall(engine, module, root.prefix, args, kwargs, self._rng_before.pop(key, None), outputs,
                         [None] * len(outputs))
         for index, tensor in enumerate(outputs):
             tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index))
         self.root_calls.append(call)
+
+    def _keep_activations(self, engine: Engine, key: int, output: Any) -> list:
+        """Keep the module's outputs that are part of the graph (their norms are read with the
+        gradients' after backward); returns them."""
+        outputs = [t for t in engine.tensors_in(output) if t.requires_grad]
+        for tensor in outputs:
+            self._activations[id(tensor)] = (key, tensor)
+        return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
         @_passes_through
@@ -391,7 +402,10 @@ class RunMonitor:
     def _after_backward(self, engine: Engine, loss: Any) -> None:
         grads = [p.grad for _, p in self._parameters]
         outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
-        tensors = grads + outputs
+        seen = {id(t) for t in outputs}
+        inner = [t for key, (module, t) in self._activations.items()
+                 if key not in seen and module in self._names and engine.is_tensor(t)]
+        tensors = grads + outputs + inner
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
         else:
@@ -402,6 +416,9 @@ class RunMonitor:
             loss_value = loss_value / scale
             squares[:len(grads)] = [None if value is None else value / (scale * scale)
                                     for value in squares[:len(grads)]]
+        # The model's outputs come first among the output squares, then every other module output
+        # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
+        self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss)
         stats = self.reducer.combine(engine, self._parameters, stats)
@@ -416,6 +433,7 @@ class RunMonitor:
             if self.options.stops:
                 self._check_stop(engine, loss, stats)
         self.root_calls.clear()
+        self._activations.clear()
 
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
