@@ -161,6 +161,7 @@ class RunMonitor:
         self._names: dict[int, str] = {}
         self._ignored: set[int] = set()
         self._parameters: list[tuple[str, Any]] = []
+        self._parameter_slots: list[tuple[Any, str]] = []
         self._parameter_modules: list[str] = []
         self._rng_before: dict[int, Any] = {}
         self.root_calls: list[RootCall] = []
@@ -177,6 +178,7 @@ class RunMonitor:
         self.localizing = False
         self._compiled_noted: set[int] = set()
         self._scaled: tuple[Any, Any] | None = None
+        self._parameters_checked: set[str] = set()
         self.loss_events: list[tuple[Any, tuple, tuple]] = []
 
     # ------------------------------------------------------------------ attaching
@@ -199,6 +201,10 @@ class RunMonitor:
             self._originals.setdefault(engine.name, original)
             self._patches.append((owner, attribute, original))
             setattr(owner, attribute, self._wrap_backward(engine, original))
+        for owner, attribute in engine.group_teardown_entry_points():
+            original = getattr(owner, attribute)
+            self._patches.append((owner, attribute, original))
+            setattr(owner, attribute, self._wrap_teardown(engine, original))
         scaler = engine.gradient_scaler_class()
         if scaler is not None:
             for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
@@ -245,15 +251,30 @@ class RunMonitor:
         prefixes = _root_prefixes([root.module for root in self._roots], self.main_globals)
         self._names.clear()
         self._parameters.clear()
+        self._parameter_slots.clear()
         for root, prefix in zip(self._roots, prefixes):
             root.prefix = prefix
             self._names[id(root.module)] = prefix
             inner = root.engine.uncompiled(root.module)
-            for name, module in inner.named_modules():
+            modules = dict(inner.named_modules())
+            for name, module in modules.items():
                 self._names.setdefault(id(module), join_path(prefix, name))
-            self._parameters.extend((join_path(prefix, name), p) for name, p in inner.named_parameters()
-                                    if p.requires_grad)
+            for name, p in inner.named_parameters():
+                if p.requires_grad:
+                    owner, _, attribute = name.rpartition(".")
+                    self._parameters.append((join_path(prefix, name), p))
+                    self._parameter_slots.append((modules[owner], attribute))
         self._parameter_modules = [module_of(name) for name, _ in self._parameters]
+
+    def _refresh_parameters(self) -> None:
+        """Take the parameter objects the modules hold now. FSDP2 swaps a module's parameters
+        between the sharded ones (between steps) and gathered ones (during forward, and for the
+        root until backward ends): a model adopted inside a forward pass would otherwise keep the
+        gathered ones, whose storage FSDP frees."""
+        for index, (owner, attribute) in enumerate(self._parameter_slots):
+            current = getattr(owner, attribute, None)
+            if current is not None and current is not self._parameters[index][1]:
+                self._parameters[index] = (self._parameters[index][0], current)
 
     def module_name(self, module: Any) -> str | None:
         """The module's path in the model, or None for modules outside it."""
@@ -372,6 +393,20 @@ class RunMonitor:
 
         return step
 
+    def _wrap_teardown(self, engine: Engine, original: Callable) -> Callable:
+        """The script tears down its process group: every rank is here with the group still up,
+        so the end-of-run parameter check runs now, collectively (tearing down another group than
+        the default one changes nothing)."""
+        @_passes_through
+        @functools.wraps(original)
+        def teardown(*args: Any, **kwargs: Any) -> Any:
+            group = args[0] if args else kwargs.get("group")
+            if group is None and engine.process_group() is not None:
+                self._check_parameters(engine)
+            return original(*args, **kwargs)
+
+        return teardown
+
     def _hook_loss_graph(self, loss: Any) -> list:
         """Node post-hooks on the loss computation between the loss and the model's outputs (at
         most :data:`LOSS_GRAPH_NODES` nodes) that keep what they see, so that a gradient the loss
@@ -400,6 +435,7 @@ class RunMonitor:
             self._emit(skipped=self._optimizer_steps > 0)
 
     def _after_backward(self, engine: Engine, loss: Any) -> None:
+        self._refresh_parameters()
         grads = [p.grad for _, p in self._parameters]
         outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
         seen = {id(t) for t in outputs}
@@ -457,6 +493,7 @@ class RunMonitor:
             self._clip(engine, optimizer)
 
     def _clip(self, engine: Engine, optimizer: Any) -> None:
+        self._refresh_parameters()
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if self.options.clip_mode == "value":
             engine.clip_grad_value_(params, self.options.clip)
@@ -509,18 +546,26 @@ class RunMonitor:
         (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
         if self._pending:
             self._emit(skipped=self._optimizer_steps > 0)
-        if not self.options.stops or self.origin is not None or not self._parameters:
-            return
-        from gradscope.monitor.run_localize import parameter_origin
+        for engine in list(self._engines):
+            self._check_parameters(engine)
 
-        for engine in self._engines:
-            params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
-            origin = parameter_origin(engine, params, self._last_optimizer, max(len(self.history) - 1, 0),
-                                      self.options)
-            if origin is not None:
-                self.origin = origin
-                self.saw_nonfinite = True
-                return
+    def _check_parameters(self, engine: Engine) -> None:
+        """With ``--nan``/``--inf``, once per engine and run: is a parameter of ``engine`` non-finite
+        after the last update? Under torch.distributed the ranks combine their answers (every rank
+        calls this at the same point: the script's group teardown, else the end of the script)."""
+        if not self.options.stops or self.origin is not None or not self._parameters or \
+                engine.name in self._parameters_checked:
+            return
+        self._parameters_checked.add(engine.name)
+        self._refresh_parameters()
+        params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
+        if not params:
+            return
+        origin = self.reducer.parameter_origin(engine, params, self._last_optimizer,
+                                               max(len(self.history) - 1, 0), self.options)
+        if origin is not None:
+            self.origin = origin
+            self.saw_nonfinite = True
 
     def report(self, script: str, interrupted: bool = False, error: bool = False) -> RunReport:
         """The report of the steps recorded so far."""
