@@ -262,6 +262,12 @@ class Engine:
         (:class:`gradscope.engines.torch_distributed.DistributedTensors`), or None."""
         return None
 
+    def group_teardown_entry_points(self) -> list[tuple[Any, str]]:
+        """``(owner, attribute)`` pairs through which a script tears down its process group
+        (``torch.distributed.destroy_process_group``): the last point every rank reaches with the
+        group still up, where ``gradscope run`` makes its end-of-run checks collectively."""
+        return []
+
     def local_module(self, module: Any) -> Any:
         """The module to call when re-running ``module`` on this process alone (a data-parallel
         wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""

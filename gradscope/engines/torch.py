@@ -81,7 +81,7 @@ def _norms(tensors: list) -> list:
 
 def _local(tensor: Any) -> Any:
     """The rank's own shard of a distributed tensor (norms of it start no collective); else ``tensor``."""
-    if type(tensor) is torch.Tensor or isinstance(tensor, torch.nn.Parameter):
+    if type(tensor) is torch.Tensor or type(tensor) is torch.nn.Parameter:
         return tensor
     from gradscope.engines.torch_distributed import DistributedTensors
 
@@ -291,6 +291,11 @@ class TorchEngine(Engine):
         if self._group is None or self._group_key is not world:
             self._group, self._group_key = DistributedTensors(), world
         return self._group
+
+    def group_teardown_entry_points(self) -> list[tuple[Any, str]]:
+        import torch.distributed as dist
+
+        return [(dist, "destroy_process_group")] if dist.is_available() else []
 
     def local_module(self, module: Any) -> Any:
         from gradscope.engines.torch_distributed import local_module

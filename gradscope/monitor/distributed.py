@@ -68,6 +68,13 @@ class StepReducer:
 
         return localize(monitor, engine, loss, stats, step)
 
+    def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
+                         options: Any) -> NonFiniteOrigin | None:
+        """An ``update`` origin if a watched parameter is non-finite, else None (the end-of-run check)."""
+        from gradscope.monitor.run_localize import parameter_origin
+
+        return parameter_origin(engine, parameters, optimizer, step, options)
+
     @contextlib.contextmanager
     def deferred_signals(self) -> Iterator[None]:
         """Ctrl-C and SIGTERM act at once in one process."""
@@ -205,6 +212,21 @@ class DistributedReducer(StepReducer):
                                                       "ranks overflows")
         _, _, rank, chosen = min(candidates, key=lambda item: item[:3])
         return dataclasses.replace(chosen, rank=rank)
+
+    def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
+                         options: Any) -> NonFiniteOrigin | None:
+        """Collective (every rank that reaches the end of the script calls it): each rank checks its
+        own parameters (its shards under FSDP2), and the first rank that holds a non-finite one is
+        the origin on every rank. Without a process group, the local check."""
+        local = super().parameter_origin(engine, parameters, optimizer, step, options)
+        group = self._group(engine)
+        if group is None:
+            return local
+        found = group.gather_objects(local)
+        self.collectives += 1
+        rank, chosen = next(((rank, origin) for rank, origin in enumerate(found) if origin is not None),
+                            (None, None))
+        return None if chosen is None else dataclasses.replace(chosen, rank=rank)
 
     # ------------------------------------------------------------------ signals
     @contextlib.contextmanager

@@ -6,9 +6,10 @@ and turns what the script does into one :class:`StepRecord` per ``optimizer.step
 ``backward()`` call when the script has no optimizer).
 
 Cheap by default: per backward pass, one batched computation of the squared norms of every
-parameter gradient (plus, with ``--nan``/``--inf``, of the model's outputs) and the loss, read
-with a single host synchronisation. Those numbers are a fixed-size vector (one entry per
-parameter and model output, in a fixed order) whose non-finite entries are the flags. Only when
+parameter gradient (plus, with ``--nan``/``--inf``, of the model's outputs and of every other
+module output that takes part in the backward pass) and the loss, read with a single host
+synchronisation. Those numbers are a vector (one entry per parameter, model output and module
+output, in a fixed order) whose non-finite entries are the flags. Only when
 one is non-finite does :mod:`gradscope.monitor.run_localize` re-run the model's forward (and
 backward) on the saved inputs, with the random generators restored, under full instrumentation.
 
@@ -160,9 +161,12 @@ class RunMonitor:
         self._names: dict[int, str] = {}
         self._ignored: set[int] = set()
         self._parameters: list[tuple[str, Any]] = []
+        self._parameter_slots: list[tuple[Any, str]] = []
         self._parameter_modules: list[str] = []
         self._rng_before: dict[int, Any] = {}
         self.root_calls: list[RootCall] = []
+        self._activations: dict[int, tuple[int, Any]] = {}
+        self.activation_nonfinite = False
         self._pending: list[_BackwardStats] = []
         self._last: _BackwardStats | None = None
         self._optimizer_steps = 0
@@ -174,6 +178,7 @@ class RunMonitor:
         self.localizing = False
         self._compiled_noted: set[int] = set()
         self._scaled: tuple[Any, Any] | None = None
+        self._parameters_checked: set[str] = set()
         self.loss_events: list[tuple[Any, tuple, tuple]] = []
 
     # ------------------------------------------------------------------ attaching
@@ -196,6 +201,10 @@ class RunMonitor:
             self._originals.setdefault(engine.name, original)
             self._patches.append((owner, attribute, original))
             setattr(owner, attribute, self._wrap_backward(engine, original))
+        for owner, attribute in engine.group_teardown_entry_points():
+            original = getattr(owner, attribute)
+            self._patches.append((owner, attribute, original))
+            setattr(owner, attribute, self._wrap_teardown(engine, original))
         scaler = engine.gradient_scaler_class()
         if scaler is not None:
             for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
@@ -242,15 +251,30 @@ class RunMonitor:
         prefixes = _root_prefixes([root.module for root in self._roots], self.main_globals)
         self._names.clear()
         self._parameters.clear()
+        self._parameter_slots.clear()
         for root, prefix in zip(self._roots, prefixes):
             root.prefix = prefix
             self._names[id(root.module)] = prefix
             inner = root.engine.uncompiled(root.module)
-            for name, module in inner.named_modules():
+            modules = dict(inner.named_modules())
+            for name, module in modules.items():
                 self._names.setdefault(id(module), join_path(prefix, name))
-            self._parameters.extend((join_path(prefix, name), p) for name, p in inner.named_parameters()
-                                    if p.requires_grad)
+            for name, p in inner.named_parameters():
+                if p.requires_grad:
+                    owner, _, attribute = name.rpartition(".")
+                    self._parameters.append((join_path(prefix, name), p))
+                    self._parameter_slots.append((modules[owner], attribute))
         self._parameter_modules = [module_of(name) for name, _ in self._parameters]
+
+    def _refresh_parameters(self) -> None:
+        """Take the parameter objects the modules hold now. FSDP2 swaps a module's parameters
+        between the sharded ones (between steps) and gathered ones (during forward, and for the
+        root until backward ends): a model adopted inside a forward pass would otherwise keep the
+        gathered ones, whose storage FSDP frees."""
+        for index, (owner, attribute) in enumerate(self._parameter_slots):
+            current = getattr(owner, attribute, None)
+            if current is not None and current is not self._parameters[index][1]:
+                self._parameters[index] = (self._parameters[index][0], current)
 
     def module_name(self, module: Any) -> str | None:
         """The module's path in the model, or None for modules outside it."""
@@ -297,6 +321,8 @@ class RunMonitor:
                 return
             self._adopt(engine, module)
             if key not in self._names:
+                if self.options.stops:  # the first pass: a model adopted later in it may hold this module
+                    self._keep_activations(engine, key, output)
                 return
         if engine.is_compiled_module(module) and key not in self._compiled_noted:
             self._compiled_noted.add(key)
@@ -304,17 +330,23 @@ class RunMonitor:
                               "inside it are not observed")
         if not self.options.stops:
             return
+        outputs = self._keep_activations(engine, key, output)
         root = self._root_of(module)
-        if root is None:
-            return
-        outputs = [t for t in engine.tensors_in(output) if t.requires_grad]
-        if not outputs:
+        if root is None or not outputs:
             return
         call = RootCall(engine, module, root.prefix, args, kwargs, self._rng_before.pop(key, None), outputs,
                         [None] * len(outputs))
         for index, tensor in enumerate(outputs):
             tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index))
         self.root_calls.append(call)
+
+    def _keep_activations(self, engine: Engine, key: int, output: Any) -> list:
+        """Keep the module's outputs that are part of the graph (their norms are read with the
+        gradients' after backward); returns them."""
+        outputs = [t for t in engine.tensors_in(output) if t.requires_grad]
+        for tensor in outputs:
+            self._activations[id(tensor)] = (key, tensor)
+        return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
         @_passes_through
@@ -361,6 +393,20 @@ class RunMonitor:
 
         return step
 
+    def _wrap_teardown(self, engine: Engine, original: Callable) -> Callable:
+        """The script tears down its process group: every rank is here with the group still up,
+        so the end-of-run parameter check runs now, collectively (tearing down another group than
+        the default one changes nothing)."""
+        @_passes_through
+        @functools.wraps(original)
+        def teardown(*args: Any, **kwargs: Any) -> Any:
+            group = args[0] if args else kwargs.get("group")
+            if group is None and engine.process_group() is not None:
+                self._check_parameters(engine)
+            return original(*args, **kwargs)
+
+        return teardown
+
     def _hook_loss_graph(self, loss: Any) -> list:
         """Node post-hooks on the loss computation between the loss and the model's outputs (at
         most :data:`LOSS_GRAPH_NODES` nodes) that keep what they see, so that a gradient the loss
@@ -389,9 +435,13 @@ class RunMonitor:
             self._emit(skipped=self._optimizer_steps > 0)
 
     def _after_backward(self, engine: Engine, loss: Any) -> None:
+        self._refresh_parameters()
         grads = [p.grad for _, p in self._parameters]
         outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
-        tensors = grads + outputs
+        seen = {id(t) for t in outputs}
+        inner = [t for key, (module, t) in self._activations.items()
+                 if key not in seen and module in self._names and engine.is_tensor(t)]
+        tensors = grads + outputs + inner
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
         else:
@@ -402,6 +452,9 @@ class RunMonitor:
             loss_value = loss_value / scale
             squares[:len(grads)] = [None if value is None else value / (scale * scale)
                                     for value in squares[:len(grads)]]
+        # The model's outputs come first among the output squares, then every other module output
+        # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
+        self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss)
         stats = self.reducer.combine(engine, self._parameters, stats)
@@ -416,6 +469,7 @@ class RunMonitor:
             if self.options.stops:
                 self._check_stop(engine, loss, stats)
         self.root_calls.clear()
+        self._activations.clear()
 
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
@@ -439,6 +493,7 @@ class RunMonitor:
             self._clip(engine, optimizer)
 
     def _clip(self, engine: Engine, optimizer: Any) -> None:
+        self._refresh_parameters()
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if self.options.clip_mode == "value":
             engine.clip_grad_value_(params, self.options.clip)
@@ -491,18 +546,26 @@ class RunMonitor:
         (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
         if self._pending:
             self._emit(skipped=self._optimizer_steps > 0)
-        if not self.options.stops or self.origin is not None or not self._parameters:
-            return
-        from gradscope.monitor.run_localize import parameter_origin
+        for engine in list(self._engines):
+            self._check_parameters(engine)
 
-        for engine in self._engines:
-            params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
-            origin = parameter_origin(engine, params, self._last_optimizer, max(len(self.history) - 1, 0),
-                                      self.options)
-            if origin is not None:
-                self.origin = origin
-                self.saw_nonfinite = True
-                return
+    def _check_parameters(self, engine: Engine) -> None:
+        """With ``--nan``/``--inf``, once per engine and run: is a parameter of ``engine`` non-finite
+        after the last update? Under torch.distributed the ranks combine their answers (every rank
+        calls this at the same point: the script's group teardown, else the end of the script)."""
+        if not self.options.stops or self.origin is not None or not self._parameters or \
+                engine.name in self._parameters_checked:
+            return
+        self._parameters_checked.add(engine.name)
+        self._refresh_parameters()
+        params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
+        if not params:
+            return
+        origin = self.reducer.parameter_origin(engine, params, self._last_optimizer,
+                                               max(len(self.history) - 1, 0), self.options)
+        if origin is not None:
+            self.origin = origin
+            self.saw_nonfinite = True
 
     def report(self, script: str, interrupted: bool = False, error: bool = False) -> RunReport:
         """The report of the steps recorded so far."""

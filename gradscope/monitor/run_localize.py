@@ -45,6 +45,13 @@ def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step:
         monitor.localizing = False
     if origin is not None:
         return origin
+    if monitor.activation_nonfinite:
+        kinds = {"nan" if math.isnan(value) else "inf" for value in stats.output_squares
+                 if value is not None and not math.isfinite(value)}
+        kind = "nan" if "nan" in kinds or not kinds else "inf"
+        return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
+                               detail=f"a module of the model returned {kind}; running the model again did not "
+                                      "reproduce it")
     for (name, parameter), square in zip(monitor.parameters, stats.squares):
         if square is not None and not math.isfinite(square):
             kind = "nan" if math.isnan(square) else "inf"
@@ -89,7 +96,8 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                                    kind=kind, detail=f"the model{f' {call.name!r}' if call.name else ''} was "
                                                      f"called with inputs that already hold {kind} (the data)")
     for call in calls:
-        if _first_kind(engine, call.outputs) is None:
+        returned = _first_kind(engine, call.outputs)
+        if returned is None and not monitor.activation_nonfinite:
             continue
         trace = ForwardNonFiniteTracer(engine.local_module(call.module), engine=engine, follow=_follow,
                                        module_name=monitor.module_name, module_outputs_at_lines=True,
@@ -100,10 +108,12 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
         except Exception:  # noqa: BLE001 - a model that cannot be called again: report what is known
             trace.module_found = False
         if not trace.module_found:
-            kind = _first_kind(engine, call.outputs) or "nan"
+            if returned is None:  # the non-finite module output was in another call
+                continue
             return NonFiniteOrigin(step=step, phase="forward", module=call.name, node=engine.node_name(
-                call.outputs[0]), source=None, kind=kind, detail=f"{module_words(call.name)} returned {kind}; running "
-                                                                 "it again did not reproduce it")
+                call.outputs[0]), source=None, kind=returned, detail=f"{module_words(call.name)} returned "
+                                                                     f"{returned}; running it again did not "
+                                                                     "reproduce it")
         if trace.parameter is not None:
             kind = trace.parameter_kind or trace.kind
             if monitor.optimizer_steps:
@@ -115,6 +125,8 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
         detail = f"{module_words(trace.module)} turned finite inputs into {trace.kind}"
         if trace.propagated:
             detail += "; the modules listed after it only passed it on"
+        elif returned is None:
+            detail += " (the model's outputs, loss and gradients stayed finite: the value was masked out or unused)"
         return NonFiniteOrigin(step=step, phase="forward", module=trace.module,
                                node=trace.source_node or trace.node, source=source, kind=trace.kind,
                                propagated=tuple(trace.propagated), detail=detail)

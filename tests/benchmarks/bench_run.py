@@ -13,7 +13,7 @@ optimizer step hooks, the wrapped ``autograd.backward``), attached around every 
 * ``*_run``: plain ``gradscope run`` (per-step loss and per-parameter gradient norms, one host
   transfer per step);
 * ``*_run_nan``: ``gradscope run --nan --inf`` (also keeps the model's inputs, random state and
-  output gradients for localisation, and checks the model's outputs). Target: <= 1.25x the
+  output gradients for localisation, and checks every module's outputs). Target: <= 1.25x the
   unmonitored step on both engines.
 """
 from __future__ import annotations

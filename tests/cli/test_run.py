@@ -361,6 +361,49 @@ def test_forward_nonfinite_in_a_parameter_free_first_module_names_the_node(grads
                                       "source": f"{normalize.name}:{_line_of(normalize, 'return x / x.norm(dim=1, keepdim=True)')}"}
 
 
+def test_a_masked_out_nonfinite_activation_stops_the_run(gradscope, script, tmp_path):
+    """log() of negative values is NaN, but where() drops it: the outputs, loss and gradients stay
+    finite. The module that returned it is still the origin."""
+    header = script.read_text().split("\n\n\nclass Exp")[0]
+    masked = tmp_path / "masked.py"
+    masked.write_text(header + textwrap.dedent('''
+
+        class Log(nn.Module):
+            def forward(self, h):
+                return T.log(h)
+
+
+        class Masked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = nn.Parameter(T.ones(4))
+                self.log = Log()
+
+            def forward(self, x):
+                h = x * self.scale
+                return T.where(h > 0, self.log(h), h * 0.0)
+
+
+        manual_seed(0)
+        model = nn.Sequential(Masked(), nn.Linear(4, 1))
+        optimizer = T.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            x = T.ones(2, 4) * (-1.0 if step == 1 else 1.0)
+            optimizer.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            print(step, loss.item())
+    '''))
+    plain = _python(str(masked), cwd=tmp_path)
+    assert plain.returncode == 0 and "nan" not in plain.stdout
+    doc = _json(gradscope, "--nan", str(masked), code=1)
+    assert doc["first_nonfinite"] == {"step": 1, "rank": None, "phase": "forward", "module": "0.log",
+                                      "node": "LogBackward0", "kind": "nan",
+                                      "source": f"{masked.name}:{_line_of(masked, 'return T.log(h)')}"}
+    assert doc["steps_run"] == 2
+
+
 def test_backward_on_a_non_scalar_has_no_loss(gradscope, tmp_path):
     script = tmp_path / "vector.py"
     script.write_text(textwrap.dedent('''

@@ -37,3 +37,22 @@ def test_release_waits_for_the_worker_threads_and_tears_down_the_group(group):
     assert group._in_flight == ()
     assert not group_ready()
     group.release()  # idempotent once the group is gone
+
+
+def test_end_of_run_parameter_check_names_the_rank(group):
+    from gradscope.engines import get_engine
+    from gradscope.monitor.distributed import DistributedReducer
+    from gradscope.monitor.run import RunOptions
+
+    reducer = DistributedReducer(rank=0, world_size=1)
+    engine = get_engine("torch")
+    weight = torch.nn.Parameter(torch.tensor([1.0, float("inf")]))
+    finite = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([weight, finite], lr=0.1)
+    origin = reducer.parameter_origin(engine, [("0.bias", finite), ("1.weight", weight)], optimizer, 4,
+                                      RunOptions(inf=True))
+    assert (origin.rank, origin.step, origin.phase, origin.module, origin.node, origin.kind) == \
+        (0, 4, "update", "1", "SGD.step", "inf")
+    assert reducer.collectives == 1
+    assert reducer.parameter_origin(engine, [("0.bias", finite)], optimizer, 4, RunOptions(inf=True)) is None
+    assert reducer.parameter_origin(engine, [("1.weight", weight)], optimizer, 4, RunOptions(nan=True)) is None

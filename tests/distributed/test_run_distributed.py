@@ -184,6 +184,52 @@ def test_fsdp2_backward_only_nonfinite_names_the_node(tmp_path):
     _assert_all_exited(_pids(done.stderr))
 
 
+#: An FSDP2 script (one root ``fully_shard``) whose last update overflows only row 1 of the weight
+#: and bias[1]: rank 1's shards. Nothing is non-finite before the script's end.
+FSDP_LAST_UPDATE = """
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 2))
+fully_shard(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+print(f"pid {os.getpid()}", flush=True)
+for step in range(3):
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(10 * step + rank))
+    if step == 2:
+        optimizer.param_groups[0]["lr"] = 1e38
+    loss = model(x)[:, 1].pow(2).mean() * (1e6 if step == 2 else 1.0)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step}: loss {loss.item():.4f}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_fsdp2_end_of_run_parameter_check_combines_the_ranks(tmp_path):
+    """Only rank 1 holds the parameters the last update made Inf: the end-of-run check runs on
+    every rank when the script tears its group down, and rank 0's report names rank 1."""
+    script = tmp_path / "fsdp_last_update.py"
+    script.write_text(FSDP_LAST_UPDATE)
+    done = _gradscope("--inf", "--format", "json", str(script), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    assert document["first_nonfinite"] == {"step": 2, "rank": 1, "phase": "update", "module": "0",
+                                           "node": "SGD.step", "source": None, "kind": "inf"}
+    assert document["status"] == "nonfinite" and document["steps_run"] == 3
+    assert "[rank1] step 2: loss" in done.stderr
+    _assert_all_exited(_pids(done.stderr))
+
+
 def test_ctrl_c_stops_every_rank_and_exits_130(tmp_path):
     launcher = subprocess.Popen([sys.executable, "-m", "gradscope", "run", "--nproc", "2", str(SCRIPT), "--steps", "400",
                                  "--sleep", "0.05", "--print-pid"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
