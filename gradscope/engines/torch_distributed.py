@@ -54,6 +54,13 @@ def _is_dtensor(value: Any) -> bool:
     return isinstance(value, DTensor)
 
 
+def _all_gather(output: Any, tensor: Any) -> None:
+    """Every rank's ``tensor`` concatenated into ``output`` (torch 2.13 renamed
+    ``all_gather_into_tensor`` to ``all_gather_single`` and warns on the old name)."""
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(output, tensor)
+
+
 class DistributedTensors:
     """The per-step collectives and tensor views on the default process group."""
 
@@ -142,7 +149,7 @@ class DistributedTensors:
         tensor = torch.tensor(list(values), dtype=torch.int64, device=self.device)
         gathered = torch.empty(self.world_size * len(values), dtype=torch.int64, device=self.device)
         self._hold(tensor, gathered)
-        dist.all_gather_into_tensor(gathered, tensor)
+        _all_gather(gathered, tensor)
         return gathered.view(self.world_size, len(values)).cpu().tolist()
 
     def gather_objects(self, value: Any) -> list[Any]:
@@ -154,7 +161,7 @@ class DistributedTensors:
         local[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
         gathered = torch.empty(self.world_size * max(sizes), dtype=torch.uint8, device=self.device)
         self._hold(local, gathered)
-        dist.all_gather_into_tensor(gathered, local)
+        _all_gather(gathered, local)
         rows = gathered.view(self.world_size, max(sizes)).cpu().numpy()
         return [pickle.loads(rows[rank, :size].tobytes()) for rank, size in enumerate(sizes)]
 
