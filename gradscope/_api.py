@@ -64,6 +64,7 @@ from gradscope.ops.extra import (block_diag, cartesian_prod, chain_matmul, combi
                                  mode, nanquantile, quantile, renorm, rot90, signbit, trapezoid, trapz,
                                  unique_consecutive)
 from gradscope.nn.functional import cosine_similarity, pairwise_distance  # noqa: E402
+from gradscope.ops.decompositions import pinverse, qr_legacy as qr, svd_legacy as svd  # noqa: E402
 
 clip = clamp
 sgn = sign
