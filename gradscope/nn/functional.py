@@ -35,7 +35,7 @@ __all__ = [
     "triplet_margin_loss", "triplet_margin_with_distance_loss", "gaussian_nll_loss", "poisson_nll_loss",
     "conv3d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d",
     "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "ctc_loss", "multi_margin_loss", "max_unpool1d",
-    "max_unpool2d", "max_unpool3d",
+    "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "pdist", "multilabel_margin_loss",
 ]
 
 
@@ -1412,7 +1412,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     x = input if input.ndim == 2 else shape.reshape(input, (1, -1))
     y = shape.reshape(target, (-1, 1))
     picked = indexing.gather(x, 1, y)
-    hinge = pointwise.clamp(arith.add(arith.sub(x, picked), margin), min=0)
+    hinge = pointwise.relu(arith.add(arith.sub(x, picked), margin))  # (no gradient at the hinge, as torch)
     if p == 2:
         hinge = arith.mul(hinge, hinge)
     if weight is not None:
@@ -1472,3 +1472,69 @@ def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any =
                  output_size: Any = None) -> Tensor:
     """The partial inverse of ``max_pool3d``."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3)
+
+
+# ---------------------------------------------------------------- power-average pooling, pdist, multi-label margin
+def _lp_pool(input: Tensor, norm_type: float, kernel_size: Any, stride: Any, ceil_mode: bool, dims: int) -> Tensor:
+    max_pool = (max_pool1d, max_pool2d, max_pool3d)[dims - 1]
+    if norm_type == float("inf"):
+        return max_pool(pointwise.abs(input), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -float("inf"):
+        return arith.neg(max_pool(arith.neg(pointwise.abs(input)), kernel_size, stride, 0, 1, ceil_mode))
+    avg_pool = (avg_pool1d, avg_pool2d, avg_pool3d)[dims - 1]
+    out = avg_pool(arith.pow(input, norm_type), kernel_size, stride, 0, ceil_mode)
+    window = int(np.prod(nn_ops._tuple(kernel_size, dims, "kernel_size")))
+    magnitude = arith.mul(pointwise.sign(out), pointwise.relu(pointwise.abs(out)))
+    return arith.pow(arith.mul(magnitude, window), 1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling ``(sum x**p)**(1/p)`` over windows of (N, C, L)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1)
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling ``(sum x**p)**(1/p)`` over windows of (N, C, H, W)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling ``(sum x**p)**(1/p)`` over windows of (N, C, D, H, W)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3)
+
+
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    """The ``p``-norm distances between every pair of rows ``i < j`` of an (N, M) input, row-major."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    first, second = np.triu_indices(input.shape[0], 1)
+    rows_i = indexing.index_select(input, 0, Tensor._make(first.astype(np.int64)))
+    rows_j = indexing.index_select(input, 0, Tensor._make(second.astype(np.int64)))
+    return reductions.norm(arith.sub(rows_i, rows_j), p, 1)
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                           reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``; each target row lists
+    class indices up to the first -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    x = input if input.ndim == 2 else shape.reshape(input, (1, -1))
+    labels = target._data.reshape(x.shape)
+    classes = x.shape[1]
+    counts = np.zeros(x.shape, dtype=x._data.dtype)
+    is_target = np.zeros(x.shape, dtype=bool)
+    for row, values in enumerate(labels):
+        for label in values:
+            if label < 0:
+                break
+            counts[row, label] += 1
+            is_target[row, label] = True
+    hinge = pointwise.relu(arith.rsub(arith.sub(shape.unsqueeze(x, 2), shape.unsqueeze(x, 1)), 1.0))
+    pairs = Tensor._make(counts[:, :, None] * (~is_target)[:, None, :])
+    loss = arith.div(reductions.sum(arith.mul(hinge, pairs), (1, 2)), classes)
+    if input.ndim < 2:
+        loss = shape.reshape(loss, ())
+    return _reduce_loss(loss, reduction)

@@ -109,3 +109,41 @@ def test_max_unpool_rejects_a_bad_output_size() -> None:
     pooled, indices = gs.nn.functional.max_pool2d(gs.randn(1, 1, 4, 4), 2, return_indices=True)
     with pytest.raises(ValueError, match="invalid output_size"):
         gs.nn.functional.max_unpool2d(pooled, indices, 2, output_size=(9, 9))
+
+
+LP_MARGIN_PDIST = {
+    "lp_pool1d": (lambda T, x: T.nn.LPPool1d(2, 3, stride=2)(x), (2, 3, 9)),
+    "lp_pool2d_p1_5_ceil": (lambda T, x: T.nn.functional.lp_pool2d(x.abs() + 0.1, 1.5, (2, 3), ceil_mode=True),
+                            (2, 2, 5, 7)),
+    "lp_pool3d": (lambda T, x: T.nn.LPPool3d(3, 2)(x), (1, 2, 4, 4, 4)),
+    "lp_pool2d_inf": (lambda T, x: T.nn.functional.lp_pool2d(x, float("inf"), 2), (1, 2, 4, 4)),
+    "pdist": (lambda T, x: T.pdist(x), (5, 3)),
+    "pdist_p1": (lambda T, x: T.nn.functional.pdist(x, p=1), (4, 6)),
+    "multilabel_margin": (lambda T, x: T.nn.MultiLabelMarginLoss()(
+        x, T.tensor([[3, 0, -1, 1], [1, 2, 3, -1], [0, 0, 2, -1]])), (3, 4)),
+    "multilabel_margin_none": (lambda T, x: T.nn.functional.multilabel_margin_loss(
+        x, T.tensor([[2, -1, 0, 0], [-1, 1, 1, 1], [1, 3, 0, 2]]), reduction="none"), (3, 4)),
+    "multilabel_margin_unbatched": (lambda T, x: T.nn.functional.multilabel_margin_loss(
+        x[0], T.tensor([1, 2, -1, 0])), (3, 4)),
+    "sync_batchnorm": (lambda T, x: T.nn.SyncBatchNorm(3).to(x.dtype)(x), (4, 3, 5)),
+    "multi_margin_at_the_hinge": (lambda T, x: T.nn.functional.multi_margin_loss(x * 0 + T.tensor(
+        [[0.0, 1.0, 0.5], [2.0, 1.0, 0.0]], dtype=x.dtype), T.tensor([1, 0])), (2, 3)),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", sorted(LP_MARGIN_PDIST))
+def test_lp_pool_pdist_multilabel_margin_sync_batchnorm_match_torch(case: str, dtype: str) -> None:
+    fn, size = LP_MARGIN_PDIST[case]
+    _compare(fn, [RNG.permutation(int(np.prod(size))).reshape(size) * 0.1 - 0.3], dtype, (1e-4, 1e-5))
+
+
+def test_convert_sync_batchnorm_shares_parameters_and_buffers_like_torch() -> None:
+    for T in (gs, torch):
+        net = T.nn.Sequential(T.nn.Conv2d(1, 3, 1), T.nn.BatchNorm2d(3), T.nn.Sequential(T.nn.BatchNorm1d(2)))
+        bn = net[1]
+        converted = T.nn.SyncBatchNorm.convert_sync_batchnorm(net)
+        assert type(converted[1]).__name__ == type(converted[2][0]).__name__ == "SyncBatchNorm"
+        assert converted[1].weight is bn.weight and converted[1].running_mean is bn.running_mean
+    assert repr(gs.nn.SyncBatchNorm(3)) == repr(torch.nn.SyncBatchNorm(3))
+    assert repr(gs.nn.LPPool2d(2, 3)) == repr(torch.nn.LPPool2d(2, 3))
