@@ -63,7 +63,8 @@ from gradscope.ops.extra import (block_diag, cartesian_prod, chain_matmul, combi
                                  heaviside, hypot, inner, kron, lgamma, logcumsumexp, masked_scatter, matrix_power,
                                  mode, nanquantile, quantile, renorm, rot90, signbit, trapezoid, trapz,
                                  unique_consecutive)
-from gradscope.nn.functional import cosine_similarity, pairwise_distance  # noqa: E402
+from gradscope.nn.functional import cosine_similarity, pairwise_distance, pdist  # noqa: E402
+from gradscope.ops.decompositions import pinverse, qr_legacy as qr, svd_legacy as svd  # noqa: E402
 
 clip = clamp
 sgn = sign

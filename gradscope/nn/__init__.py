@@ -16,7 +16,7 @@ from gradscope.nn.modules.module import (Module, register_module_backward_hook, 
                                          register_module_full_backward_pre_hook,
                                          register_module_module_registration_hook,
                                          register_module_parameter_registration_hook)
-from gradscope.nn.parameter import Buffer, Parameter  # noqa: F401
+from gradscope.nn.parameter import Buffer, Parameter, UninitializedBuffer, UninitializedParameter  # noqa: F401
 from gradscope.nn import modules  # noqa: F401
 from gradscope.nn.parallel import DataParallel  # noqa: F401
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from gradscope.autograd import grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops import arith, creation, indexing, inplace, nn_ops, pointwise, shape, volumetric
+from gradscope.ops import arith, creation, ctc, indexing, inplace, nn_ops, pointwise, shape, volumetric
 from gradscope.ops import reduce as reductions
 from gradscope.ops.creation import _rng
 
@@ -34,7 +34,8 @@ __all__ = [
     "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss",
     "triplet_margin_loss", "triplet_margin_with_distance_loss", "gaussian_nll_loss", "poisson_nll_loss",
     "conv3d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d",
-    "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices",
+    "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "ctc_loss", "multi_margin_loss", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "pdist", "multilabel_margin_loss",
 ]
 
 
@@ -1383,3 +1384,157 @@ def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = 
 
 def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any, return_indices: bool = False) -> tuple:
     return volumetric.adaptive_max_pool3d(input, output_size)
+
+
+# ---------------------------------------------------------------- CTC, multi-margin, max unpooling
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """Connectionist temporal classification loss of ``log_probs`` (T, N, C) against padded (N, S) or
+    concatenated targets; ``'mean'`` divides each loss by its target length, then averages."""
+    nn_ops._reduction_check(reduction)
+    losses = ctc.ctc_losses(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return reductions.sum(losses)
+    lengths = np.asarray(target_lengths._data if isinstance(target_lengths, Tensor) else target_lengths)
+    divisor = Tensor._make(np.maximum(lengths, 1).astype(losses._data.dtype).reshape(losses._data.shape))
+    return reductions.mean(arith.div(losses, divisor))
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                      size_average: bool | None = None, reduce: bool | None = None,
+                      reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i])**p / C`` per sample."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    x = input if input.ndim == 2 else shape.reshape(input, (1, -1))
+    y = shape.reshape(target, (-1, 1))
+    picked = indexing.gather(x, 1, y)
+    hinge = pointwise.relu(arith.add(arith.sub(x, picked), margin))  # (no gradient at the hinge, as torch)
+    if p == 2:
+        hinge = arith.mul(hinge, hinge)
+    if weight is not None:
+        hinge = arith.mul(hinge, shape.reshape(indexing.index_select(weight, 0, shape.reshape(target, (-1,))),
+                                               (-1, 1)))
+    others = Tensor._make(np.arange(x.shape[1]) != y._data)
+    loss = arith.div(reductions.sum(pointwise.where(others, hinge, 0.0), 1), x.shape[1])
+    if input.ndim < 2:
+        loss = shape.reshape(loss, ())
+    return _reduce_loss(loss, reduction)
+
+
+def _max_unpool(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any, padding: Any, output_size: Any,
+                dims: int) -> Tensor:
+    kernel = nn_ops._tuple(kernel_size, dims, "kernel_size")
+    stride = kernel if stride is None else nn_ops._tuple(stride, dims, "stride")
+    pad = nn_ops._tuple(padding, dims, "padding")
+    sizes = input.shape[-dims:]
+    default = [(sizes[d] - 1) * stride[d] + kernel[d] - 2 * pad[d] for d in range(dims)]
+    if output_size is None:
+        out = default
+    else:
+        out = [int(s) for s in output_size]
+        if len(out) == dims + 2:
+            out = out[2:]
+        if len(out) != dims:
+            raise ValueError(f"output_size should be a sequence containing {dims} or {dims + 2} elements, but it "
+                             f"has a length of '{len(out)}'")
+        for d in range(dims):
+            if not default[d] - stride[d] < out[d] < default[d] + stride[d]:
+                raise ValueError(f'invalid output_size "{list(output_size)}" (dim {d} must be between '
+                                 f"{default[d] - stride[d]} and {default[d] + stride[d]})")
+    lead = tuple(input.shape[:-dims])
+    flat_in = shape.reshape(input, lead + (-1,))
+    flat_index = shape.reshape(indices, lead + (-1,))
+    total = int(np.prod(out))
+    if flat_index.numel() and (int(flat_index._data.max()) >= total or int(flat_index._data.min()) < 0):
+        raise RuntimeError(f"Found an invalid max index: {int(flat_index._data.max())} (output volumes are of "
+                           f"size {'x'.join(map(str, out))})")
+    zeros = Tensor._make(np.zeros(lead + (total,), dtype=input._data.dtype))
+    return shape.reshape(indexing.scatter(zeros, -1, flat_index, flat_in), lead + tuple(out))
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """The partial inverse of ``max_pool1d``: each value goes back to its index, zeros elsewhere."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """The partial inverse of ``max_pool2d``: each value goes back to its flat ``h * W + w`` index."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2)
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """The partial inverse of ``max_pool3d``."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3)
+
+
+# ---------------------------------------------------------------- power-average pooling, pdist, multi-label margin
+def _lp_pool(input: Tensor, norm_type: float, kernel_size: Any, stride: Any, ceil_mode: bool, dims: int) -> Tensor:
+    max_pool = (max_pool1d, max_pool2d, max_pool3d)[dims - 1]
+    if norm_type == float("inf"):
+        return max_pool(pointwise.abs(input), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -float("inf"):
+        return arith.neg(max_pool(arith.neg(pointwise.abs(input)), kernel_size, stride, 0, 1, ceil_mode))
+    avg_pool = (avg_pool1d, avg_pool2d, avg_pool3d)[dims - 1]
+    out = avg_pool(arith.pow(input, norm_type), kernel_size, stride, 0, ceil_mode)
+    window = int(np.prod(nn_ops._tuple(kernel_size, dims, "kernel_size")))
+    magnitude = arith.mul(pointwise.sign(out), pointwise.relu(pointwise.abs(out)))
+    return arith.pow(arith.mul(magnitude, window), 1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling ``(sum x**p)**(1/p)`` over windows of (N, C, L)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1)
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling ``(sum x**p)**(1/p)`` over windows of (N, C, H, W)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling ``(sum x**p)**(1/p)`` over windows of (N, C, D, H, W)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3)
+
+
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    """The ``p``-norm distances between every pair of rows ``i < j`` of an (N, M) input, row-major."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    first, second = np.triu_indices(input.shape[0], 1)
+    rows_i = indexing.index_select(input, 0, Tensor._make(first.astype(np.int64)))
+    rows_j = indexing.index_select(input, 0, Tensor._make(second.astype(np.int64)))
+    return reductions.norm(arith.sub(rows_i, rows_j), p, 1)
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                           reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``; each target row lists
+    class indices up to the first -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    x = input if input.ndim == 2 else shape.reshape(input, (1, -1))
+    labels = target._data.reshape(x.shape)
+    classes = x.shape[1]
+    counts = np.zeros(x.shape, dtype=x._data.dtype)
+    is_target = np.zeros(x.shape, dtype=bool)
+    for row, values in enumerate(labels):
+        for label in values:
+            if label < 0:
+                break
+            counts[row, label] += 1
+            is_target[row, label] = True
+    hinge = pointwise.relu(arith.rsub(arith.sub(shape.unsqueeze(x, 2), shape.unsqueeze(x, 1)), 1.0))
+    pairs = Tensor._make(counts[:, :, None] * (~is_target)[:, None, :])
+    loss = arith.div(reductions.sum(arith.mul(hinge, pairs), (1, 2)), classes)
+    if input.ndim < 2:
+        loss = shape.reshape(loss, ())
+    return _reduce_loss(loss, reduction)

@@ -5,8 +5,8 @@ from typing import Any
 
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import numpy_style_keywords
-from gradscope.ops import (arith, creation, elementwise, extra, indexing, inplace, linalg, pointwise, reduce,
-                           shape, sorting)
+from gradscope.ops import (arith, creation, decompositions, elementwise, extra, indexing, inplace, linalg,
+                           pointwise, reduce, shape, sorting)
 
 _METHODS = {
     # arithmetic
@@ -103,6 +103,7 @@ _METHODS = {
     "heaviside": extra.heaviside, "renorm": extra.renorm, "matrix_power": extra.matrix_power,
     "masked_scatter": extra.masked_scatter, "cov": extra.cov, "quantile": extra.quantile,
     "nanquantile": extra.nanquantile, "unique_consecutive": extra.unique_consecutive, "mode": extra.mode,
+    "svd": decompositions.svd_legacy, "qr": decompositions.qr_legacy, "pinverse": decompositions.pinverse,
 }
 
 # In-place forms written generically from the out-of-place op (name + "_").

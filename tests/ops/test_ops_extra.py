@@ -193,3 +193,89 @@ def test_deprecated_forms_warn_like_torch() -> None:
 def test_errors(fn: Callable, message: str) -> None:
     with pytest.raises(RuntimeError, match=message):
         fn()
+
+
+def _sym(n: int, batch: tuple = ()) -> np.ndarray:
+    a = RNG.uniform(-1, 1, size=batch + (n, n))
+    return a + np.swapaxes(a, -1, -2)
+
+
+DECOMPOSITIONS: dict[str, tuple[Callable, list]] = {
+    "eigh": (lambda T, a: T.linalg.eigh(a), [_sym(4, (2,))]),
+    "eigh_upper_values": (lambda T, a: T.linalg.eigh(a, UPLO="U").eigenvalues, [_rand(3, 3)]),
+    "eigh_vectors_only": (lambda T, a: T.linalg.eigh(a)[1], [_sym(3)]),
+    "eigvalsh": (lambda T, a: T.linalg.eigvalsh(a), [_sym(5)]),
+    "svd_tall": (lambda T, a: T.linalg.svd(a, full_matrices=False), [_rand(5, 3)]),
+    "svd_wide": (lambda T, a: T.linalg.svd(a, full_matrices=False), [_rand(2, 3, 5)]),
+    "svd_square_full": (lambda T, a: T.linalg.svd(a), [_rand(4, 4)]),
+    "svd_values_full": (lambda T, a: T.linalg.svd(a)[1], [_rand(5, 3)]),
+    "svd_u_only": (lambda T, a: T.linalg.svd(a, full_matrices=False).U, [_rand(5, 3)]),
+    "qr_tall": (lambda T, a: T.linalg.qr(a), [_rand(5, 3)]),
+    "qr_square_batch": (lambda T, a: T.linalg.qr(a), [_rand(2, 4, 4)]),
+    "qr_wide": (lambda T, a: T.linalg.qr(a), [_rand(3, 5)]),
+    "qr_r_only": (lambda T, a: T.linalg.qr(a).R, [_rand(4, 3)]),
+    "pinv_tall": (lambda T, a: T.linalg.pinv(a), [_rand(5, 3)]),
+    "pinv_wide_batch": (lambda T, a: T.linalg.pinv(a), [_rand(2, 2, 4)]),
+}
+
+
+def _run_many(T: Any, fn: Callable, arrays: list, dtype: str) -> tuple:
+    tensors = [T.tensor(a.astype(dtype), requires_grad=True) for a in arrays]
+    outs = fn(T, *tensors)
+    outs = tuple(outs) if isinstance(outs, tuple) else (outs,)
+    total = 0
+    for k, out in enumerate(outs):
+        # sign-invariant functions of eigen/singular vectors and Q (whose columns' signs are arbitrary)
+        weights = T.tensor((np.arange(out.numel(), dtype=dtype).reshape(tuple(out.shape)) + k + 1) / out.numel())
+        total = total + ((out * out) * weights).sum() if out.ndim >= 2 else total + (out * weights).sum()
+    total.backward()
+    return [(o * o).detach().numpy() if o.ndim >= 2 else o.detach().numpy() for o in outs], tensors[0].grad.numpy()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(DECOMPOSITIONS))
+def test_decompositions_match_torch(name: str, dtype: str) -> None:
+    fn, arrays = DECOMPOSITIONS[name]
+    ours, our_grad = _run_many(gs, fn, arrays, dtype)
+    theirs, their_grad = _run_many(torch, fn, arrays, dtype)
+    tol = dict(rtol=2e-3, atol=2e-4) if dtype == "float32" else dict(rtol=1e-8, atol=1e-10)
+    for mine, reference in zip(ours, theirs):
+        np.testing.assert_allclose(mine, reference, **tol)
+    np.testing.assert_allclose(our_grad, their_grad, **tol)
+
+
+def test_full_svd_of_a_non_square_matrix_differentiates_only_the_singular_values() -> None:
+    a = gs.tensor(_rand(4, 2), requires_grad=True)
+    U, S, Vh = gs.linalg.svd(a)
+    assert tuple(U.shape) == (4, 4)
+    S.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), torch.linalg.svd(torch.tensor(a.detach().numpy()))[0][:, :2].numpy()
+                               @ torch.linalg.svd(torch.tensor(a.detach().numpy()))[2].numpy(), rtol=1e-10)
+    with pytest.raises(RuntimeError, match="full_matrices=False"):
+        gs.linalg.svd(a)[0].sum().backward()
+
+
+def test_pinv_of_a_rank_deficient_matrix_matches_torch() -> None:
+    a = np.outer(_rand(4), _rand(3))
+    np.testing.assert_allclose(gs.linalg.pinv(gs.tensor(a)).numpy(), torch.linalg.pinv(torch.tensor(a)).numpy(),
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda T, a: tuple(x * x for x in T.svd(a)),
+    lambda T, a: tuple(x * x for x in a.svd(some=True)),
+    lambda T, a: tuple(x * x for x in T.qr(a)),
+    lambda T, a: (a.pinverse(),),
+    lambda T, a: (T.pinverse(a, rcond=1e-3),),
+])
+def test_legacy_decomposition_names_match_torch(fn: Callable) -> None:
+    a = _rand(4, 3)
+    results = []
+    for T in (gs, torch):
+        x = T.tensor(a, requires_grad=True)
+        outs = fn(T, x)
+        sum(o.sum() for o in outs).backward()
+        results.append(([o.detach().numpy() for o in outs], x.grad.numpy()))
+    for mine, reference in zip(results[0][0], results[1][0]):
+        np.testing.assert_allclose(mine, reference, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-9, atol=1e-12)

@@ -15,3 +15,4 @@ from gradscope.nn.modules.padding import *  # noqa: F401,F403
 from gradscope.nn.modules.resampling import *  # noqa: F401,F403
 from gradscope.nn.modules.distance import *  # noqa: F401,F403
 from gradscope.nn.modules.transformer import *  # noqa: F401,F403
+from gradscope.nn.modules.lazy import *  # noqa: F401,F403

@@ -9,7 +9,8 @@ from gradscope.nn.modules.module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
-           "AdaptiveMaxPool3d"]
+           "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "LPPool1d", "LPPool2d", "LPPool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -164,3 +165,77 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
 
     def forward(self, input: Tensor) -> Any:
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class _MaxUnpoolNd(Module):
+    _dims = 2
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        n = self._dims
+        self.kernel_size = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * n
+        stride = kernel_size if stride is None else stride
+        self.stride = tuple(stride) if isinstance(stride, (tuple, list)) else (stride,) * n
+        self.padding = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,) * n
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
+        unpool = (F.max_unpool1d, F.max_unpool2d, F.max_unpool3d)[self._dims - 1]
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """Puts the values of ``MaxPool1d(return_indices=True)`` back at their indices (zeros elsewhere)."""
+
+    _dims = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """Puts the values of ``MaxPool2d(return_indices=True)`` back at their indices (zeros elsewhere)."""
+
+    _dims = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """Puts the values of ``MaxPool3d(return_indices=True)`` back at their indices (zeros elsewhere)."""
+
+    _dims = 3
+
+
+class _LPPoolNd(Module):
+    _dims = 2
+
+    def __init__(self, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        pool = (F.lp_pool1d, F.lp_pool2d, F.lp_pool3d)[self._dims - 1]
+        return pool(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling over (N, C, L)."""
+
+    _dims = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling over (N, C, H, W)."""
+
+    _dims = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over (N, C, D, H, W)."""
+
+    _dims = 3
