@@ -376,7 +376,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                             g = _fix_shape(fn, g, shape)
                         if g.dtype is not dtype and g.dtype != dtype:
                             g = g.astype(dtype)
-                    ready, ready_buf = child, [g]
+                    buf[0] = g  # (the node's one-slot buffer, which it no longer needs)
+                    ready, ready_buf = child, buf
                     continue
                 grads_in = (g,)
                 edges = ((child, nr),)
