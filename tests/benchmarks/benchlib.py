@@ -316,8 +316,9 @@ def format_results(results: list[Result]) -> str:
             if name not in all_variants:
                 all_variants.append(name)
     widths = {name: max(12, len(name) + 2) for name in all_variants}
+    first = max([10] + [len(result.name) + 2 for result in results])  # the workload column
     lines = []
-    header = f"{'workload':<10}" + "".join(f"{name:>{widths[name]}}" for name in all_variants)
+    header = f"{'workload':<{first}}" + "".join(f"{name:>{widths[name]}}" for name in all_variants)
     lines += ["median time per iteration (ms)", header, "-" * len(header)]
     for result in results:
         cells = []
@@ -327,18 +328,18 @@ def format_results(results: list[Result]) -> str:
             else:
                 text = "n/a" if name in result.skipped or name in result.failed else "-"
             cells.append(f"{text:>{widths[name]}}")
-        lines.append(f"{result.name:<10}" + "".join(cells))
+        lines.append(f"{result.name:<{first}}" + "".join(cells))
     label_width = max([26] + [len(label) + 2 for result in results for label in result.ratios])
     lines += ["", "median of per-block ratios (lower = first one faster)",
-              f"{'workload':<10}{'ratio':<{label_width}}{'median':>8}{'range':>18}{'target':>9}"
-              "  status", "-" * (label_width + 54)]
+              f"{'workload':<{first}}{'ratio':<{label_width}}{'median':>8}{'range':>18}{'target':>9}"
+              "  status", "-" * (first + label_width + 44)]
     for result in results:
         for label, summary in result.ratios.items():
             target = summary["target"]
             status = "" if target is None else ("ok" if summary["met"] else "MISSED")
             value_range = f"{summary['min']:.2f}..{summary['max']:.2f}"
             target_text = "" if target is None else f"<={target:.2f}"
-            lines.append(f"{result.name:<10}{label:<{label_width}}{summary['median']:>8.2f}"
+            lines.append(f"{result.name:<{first}}{label:<{label_width}}{summary['median']:>8.2f}"
                          f"{value_range:>18}{target_text:>9}  {status}")
     notes = []
     for result in results:
