@@ -9,6 +9,11 @@ from typing import Any
 _ids = itertools.count()
 
 
+def _dead_ref() -> None:
+    """Stands for a weak reference whose hook dict is gone."""
+    return None
+
+
 class RemovableHandle:
     """Handle returned by every ``register_*hook`` call.
 
@@ -29,6 +34,15 @@ class RemovableHandle:
             hooks = ref()
             if hooks is not None:
                 hooks.pop(self.id, None)
+
+    def __getstate__(self) -> tuple:
+        # the dicts themselves (None once gone): a deep copy of a module that keeps its handles
+        # then gives handles that point at the copy's hook dicts, as in torch
+        return (self.id, tuple(ref() for ref in self._refs))
+
+    def __setstate__(self, state: tuple) -> None:
+        self.id, dicts = state
+        self._refs = tuple(weakref.ref(hooks) if hooks is not None else _dead_ref for hooks in dicts)
 
     def __enter__(self) -> "RemovableHandle":
         return self

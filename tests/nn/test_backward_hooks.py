@@ -866,3 +866,28 @@ def test_deprecated_and_full_hooks_mix_on_one_module(log):
     full.remove()
     assert [event[0] for event in log] == ["legacy", "full", "full"]
     assert type(legacy).__name__ == "RemovableHandle"
+
+
+def test_a_deep_copied_handle_removes_the_copys_hook_as_in_torch():
+    import copy
+
+    torch = pytest.importorskip("torch")
+
+    def run(lib, nn):
+        events = []
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(2, 2)
+                self.handle = self.lin.register_forward_hook(lambda module, args, output: events.append(module))
+
+        original = Model()
+        duplicate = copy.deepcopy(original)
+        duplicate.handle.remove()
+        original.lin(lib.ones(1, 2))
+        duplicate.lin(lib.ones(1, 2))
+        return [module is original.lin for module in events], len(original.lin._forward_hooks), \
+            len(duplicate.lin._forward_hooks)
+
+    assert run(gs, gs.nn) == run(torch, torch.nn) == ([True], 1, 0)
