@@ -553,8 +553,12 @@ def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
             bounds.append((start, start + s))
             start += s
     d = normalize_dim(dim, input._data.ndim)
-    indices = [(slice(None),) * d + (slice(lo, hi),) for lo, hi in bounds]
-    node = new_node(SplitBackward0, (input,))
+    return _view_pieces(input, [(slice(None),) * d + (slice(lo, hi),) for lo, hi in bounds], SplitBackward0)
+
+
+def _view_pieces(input: Tensor, indices: list, node_class: type) -> tuple:
+    """Views ``input[index]`` for each index, all outputs of one ``node_class`` node."""
+    node = new_node(node_class, (input,))
     if node is not None:
         node.shape, node.indices = input._data.shape, indices
     pieces = results([input._data[index] for index in indices], node)
@@ -586,9 +590,15 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     return split(input, max(step, 1), dim)
 
 
+class UnbindBackward0(SplitBackward0):
+    """One node for all slices of unbind, as in torch (each output is one slot of it)."""
+
+    __slots__ = ()
+
+
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     d = normalize_dim(dim, input._data.ndim)
-    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input._data.shape[d]))
+    return _view_pieces(input, [(slice(None),) * d + (i,) for i in range(input._data.shape[d])], UnbindBackward0)
 
 
 class FlipBackward0(Node):

@@ -559,3 +559,21 @@ def test_detach_shares_data_and_cuts_the_graph() -> None:
     np.testing.assert_array_equal(d.numpy(), y.detach().numpy())
     (y.sum() + (d * x).sum()).backward()
     np.testing.assert_allclose(x.grad.numpy(), 2.0 + 2.0 * X)
+
+
+def test_unbind_outputs_are_the_slots_of_one_node(same_as_torch) -> None:
+    """``unbind`` makes one ``UnbindBackward0`` node with an output per slice, as torch does: its
+    outputs' hooks fire before it runs, once, and gradients of unused slices are zeros."""
+    def scenario(T):
+        x = T.tensor(X, requires_grad=True)
+        pieces = x.unbind(1)
+        order = []
+        for index, piece in enumerate(pieces):
+            piece.register_hook(lambda g, index=index: order.append(index))
+        names = [(piece.grad_fn.name(), piece.output_nr, list(piece.shape)) for piece in pieces]
+        (pieces[0] * 2.0 + pieces[-1].tanh()).sum().backward()
+        return names, sorted(order), x.grad
+
+    log = same_as_torch(scenario)
+    assert {name for name, _, _ in log[0]} == {"UnbindBackward0"}
+    assert [nr for _, nr, _ in log[0]] == list(range(len(log[0])))
