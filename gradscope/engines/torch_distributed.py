@@ -107,6 +107,16 @@ class DistributedTensors:
         if group_ready():
             dist.destroy_process_group()
 
+    @staticmethod
+    def rerun_is_local(modules: Sequence[Any]) -> bool:
+        """False when calling ``modules`` again on one rank would start collectives gradscope cannot
+        switch off: FSDP (v1) ``FullyShardedDataParallel`` gathers its parameters in every forward."""
+        try:
+            from torch.distributed.fsdp import FullyShardedDataParallel
+        except ImportError:  # a torch built without FSDP
+            return True
+        return not any(isinstance(sub, FullyShardedDataParallel) for module in modules for sub in module.modules())
+
     @contextlib.contextmanager
     def unsharded(self, modules: Sequence[Any]) -> Iterator[None]:
         """Collective (every rank must enter it, with the same ``modules``): all-gather the

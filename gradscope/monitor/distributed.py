@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from gradscope.engines import Engine
 from gradscope.monitor.records import NonFiniteOrigin, RankFigures
+from gradscope.monitor.stats import module_of
 
 if TYPE_CHECKING:
     from gradscope.monitor.run import RunMonitor
@@ -41,6 +42,7 @@ __all__ = ["DistributedReducer", "StepReducer", "rank_figures"]
 
 #: Phases of a rank's first non-finite value, in the order they happen within a step.
 PHASE_NONE, PHASE_OUTPUT, PHASE_LOSS, PHASE_GRADIENT = 0, 1, 2, 3
+_KINDS = {0: None, 1: "nan", 2: "inf"}
 _RANK_SLOTS = 7  # loss, gradient square, output square, phase, index, kind, signal
 
 #: Seconds a deferred Ctrl-C waits for the next step boundary before it interrupts the script anyway.
@@ -199,9 +201,13 @@ class DistributedReducer(StepReducer):
         sharded = any(self._sharded_mask(group, monitor.parameters))
         # A sharded model is gathered on every rank first (every rank reaches this point: the stop
         # was decided from the reduced vector), so that the rank that localises re-runs it alone.
-        with group.unsharded(monitor.models) if sharded else contextlib.nullcontext():
-            if phase != PHASE_NONE:
-                origin = super().localize(monitor, engine, loss, local, step)
+        if phase != PHASE_NONE and not sharded and not group.rerun_is_local(monitor.models):
+            # re-running the model here alone would wait on the other ranks: say what is known
+            origin = _origin_without_rerun(monitor, self._phases[self.rank], step)
+        else:
+            with group.unsharded(monitor.models) if sharded else contextlib.nullcontext():
+                if phase != PHASE_NONE:
+                    origin = super().localize(monitor, engine, loss, local, step)
         found = group.gather_objects(origin)
         self.collectives += 1
         candidates = [(self._phases[r][0] if self._phases else PHASE_NONE, candidate.node is None, r, candidate)
@@ -277,6 +283,22 @@ class DistributedReducer(StepReducer):
     def _honour_signal_alone(self) -> None:
         if self._signal is not None:
             self._interrupt(self._signal)
+
+
+def _origin_without_rerun(monitor: "RunMonitor", first: tuple[int, int, int], step: int) -> NonFiniteOrigin:
+    """This rank's first non-finite number as the origin, for a model that cannot be re-run on one
+    rank (FSDP v1): the parameter whose gradient it was, or the forward phase, without a node."""
+    phase, index, code = first
+    kind = _KINDS[code] or "nan"
+    why = ("the model is wrapped in FSDP (v1) FullyShardedDataParallel, whose forward gathers parameters "
+           "on every rank, so it was not re-run on this rank alone to find the node")
+    if phase == PHASE_GRADIENT and index < len(monitor.parameters):
+        name = monitor.parameters[index][0]
+        return NonFiniteOrigin(step=step, phase="backward", module=module_of(name), node=None, source=None,
+                               kind=kind, detail=f"the gradient of {name} was this rank's first {kind}; {why}")
+    what = "the loss" if phase == PHASE_LOSS else "a module's output"
+    return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
+                           detail=f"{what} was this rank's first {kind}; {why}")
 
 
 def rank_figures(pending: Sequence[Any]) -> tuple[RankFigures, ...]:

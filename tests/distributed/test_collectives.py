@@ -56,3 +56,31 @@ def test_end_of_run_parameter_check_names_the_rank(group):
     assert reducer.collectives == 1
     assert reducer.parameter_origin(engine, [("0.bias", finite)], optimizer, 4, RunOptions(inf=True)) is None
     assert reducer.parameter_origin(engine, [("1.weight", weight)], optimizer, 4, RunOptions(nan=True)) is None
+
+
+def test_a_model_wrapped_in_fsdp_v1_is_not_re_run_on_one_rank(monkeypatch):
+    """FSDP (v1) needs an accelerator, so its class is stood in for: a model containing it must
+    not be called again on one rank (its forward would wait on the others' all-gather)."""
+    import types
+
+    import torch.distributed.fsdp as fsdp
+
+    from gradscope.monitor.distributed import PHASE_GRADIENT, PHASE_LOSS, _origin_without_rerun
+
+    class StandIn(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+    plain = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh())
+    assert DistributedTensors.rerun_is_local([plain])
+    monkeypatch.setattr(fsdp, "FullyShardedDataParallel", StandIn)
+    assert DistributedTensors.rerun_is_local([plain])
+    assert not DistributedTensors.rerun_is_local([torch.nn.Sequential(StandIn(torch.nn.Linear(2, 2)))])
+
+    monitor = types.SimpleNamespace(parameters=[("0.inner.weight", None), ("1.bias", None)])
+    origin = _origin_without_rerun(monitor, (PHASE_GRADIENT, 1, 2), step=4)
+    assert (origin.step, origin.phase, origin.module, origin.node, origin.kind) == (4, "backward", "1", None, "inf")
+    assert "1.bias" in origin.detail and "FSDP (v1)" in origin.detail
+    origin = _origin_without_rerun(monitor, (PHASE_LOSS, 0, 1), step=0)
+    assert (origin.phase, origin.module, origin.kind) == ("forward", None, "nan")
