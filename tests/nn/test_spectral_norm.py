@@ -47,3 +47,15 @@ def test_spectral_norm_gradients_reach_the_original_weight() -> None:
     np.testing.assert_allclose(layer.weight_orig.grad.numpy(), reference.weight_orig.grad.numpy(), rtol=1e-10)
     with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks"):
         gs.nn.utils.spectral_norm(layer)
+
+
+@pytest.mark.parametrize("layer", ["ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Conv3d"])
+def test_transposed_convolutions_normalise_over_the_output_channels_as_in_torch(layer):
+    torch = pytest.importorskip("torch")
+    shapes = []
+    for lib in (torch, gs):
+        module = getattr(lib.nn, layer)(2, 3, 2)
+        legacy = lib.nn.utils.spectral_norm(getattr(lib.nn, layer)(2, 3, 2))
+        new = lib.nn.utils.parametrizations.spectral_norm(module)
+        shapes.append((tuple(legacy.weight_u.shape), tuple(new.parametrizations.weight[0]._u.shape)))
+    assert shapes[0] == shapes[1]

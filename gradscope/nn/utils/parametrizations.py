@@ -8,7 +8,7 @@ from __future__ import annotations
 from gradscope.autograd.grad_mode import no_grad
 from gradscope.autograd.tensor import Tensor
 from gradscope.nn import functional as F
-from gradscope.nn.modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from gradscope.nn.modules.conv import _ConvTranspose
 from gradscope.nn.modules.module import Module
 from gradscope.nn.utils import parametrize
 from gradscope.nn.utils.weight_norm import norm_except_dim
@@ -96,6 +96,6 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
     if dim is None:
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+        dim = 1 if isinstance(module, _ConvTranspose) else 0
     parametrize.register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
     return module

@@ -9,7 +9,7 @@ import numpy as np
 
 from gradscope.autograd.grad_mode import no_grad
 from gradscope.autograd.tensor import Tensor
-from gradscope.nn.modules.conv import ConvTranspose1d, ConvTranspose2d
+from gradscope.nn.modules.conv import _ConvTranspose
 from gradscope.nn.modules.module import Module
 from gradscope.nn.parameter import Parameter
 from gradscope.ops import arith, shape
@@ -91,7 +91,7 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
                   dim: int | None = None) -> Module:
     """Normalise ``module.<name>`` by its spectral norm before every forward; returns ``module``."""
     if dim is None:
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+        dim = 1 if isinstance(module, _ConvTranspose) else 0
     SpectralNorm.apply(module, name, n_power_iterations, dim, eps)
     return module
 
