@@ -37,7 +37,7 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
         return None
     node = object.__new__(cls)
     node._in, node._in_nr = edges[0]
-    node._edges = None if len(edges) == 1 and not cls._scalar_operand else tuple(edges)
+    node._edges = None if len(edges) == 1 else tuple(edges)  # (Node._next adds a scalar operand's edge)
     node._seq = _next_seq()
     node._saved = None
     node._vcs = ()
