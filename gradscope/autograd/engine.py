@@ -221,11 +221,21 @@ def _check_hook_result(new: Any, old: np.ndarray, what: str, fn: Node | None = N
                        f"{data.dtype}")
 
 
-def _run_tensor_hooks(hooks: dict, grad: np.ndarray) -> np.ndarray:
+def _tensor_hook_result(hook: Callable, grad: np.ndarray | None) -> np.ndarray | None:
+    """Call one tensor hook. A node that runs calls the hooks of every one of its outputs, with
+    None for an output that got no gradient (as PyTorch: the unused half of a ``split``); such a
+    hook may not return a gradient."""
+    if grad is None:
+        if hook(None) is not None:
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+        return None
+    result = hook(Tensor._make(grad))
+    return grad if result is None else _check_hook_result(result, grad, "tensor")
+
+
+def _run_tensor_hooks(hooks: dict, grad: np.ndarray | None) -> np.ndarray | None:
     for hook in tuple(hooks.values()):
-        result = hook(Tensor._make(grad))
-        if result is not None:
-            grad = _check_hook_result(result, grad, "tensor")
+        grad = _tensor_hook_result(hook, grad)
     return grad
 
 
@@ -233,17 +243,13 @@ def _run_slot_hooks(slot_hooks: dict, buf: list) -> None:
     """Tensor hooks of a node's output slots, in registration order across slots (as PyTorch)."""
     if len(slot_hooks) == 1:
         for slot, hooks in slot_hooks.items():
-            if hooks and buf[slot] is not None:
+            if hooks:
                 buf[slot] = _run_tensor_hooks(hooks, buf[slot])
         return
     entries = sorted((handle_id, slot, hook) for slot, hooks in slot_hooks.items()
                      for handle_id, hook in hooks.items())
     for _, slot, hook in entries:
-        if buf[slot] is None:
-            continue
-        result = hook(Tensor._make(buf[slot]))
-        if result is not None:
-            buf[slot] = _check_hook_result(result, buf[slot], "tensor")
+        buf[slot] = _tensor_hook_result(hook, buf[slot])
 
 
 def _replace_tuple(result: Any, old: list, fn: Node, what: str, expected: list) -> list:
@@ -464,7 +470,7 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     exposed = False
     if is_acc:
         hooks = fn.variable._hooks
-        if hooks and buf[0] is not None:
+        if hooks:
             buf[0] = _run_tensor_hooks(hooks, buf[0])
             exposed = True
     elif extras is not None and extras.tensor_hooks is not None:
@@ -485,15 +491,16 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
                 buf = _replace_tuple(result, buf, fn, "hook", [shape for shape, _ in fn._meta])
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
-        if buf[0] is not None and accumulate:
+        if accumulate:
             grad = buf[0]
-            variable = fn.variable
-            if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
-                                           or not grad.flags.writeable or variable._post_acc_hooks):
-                grad = grad.copy()  # .grad must own its memory: nobody else may see it change
-            stored[id(grad)] = grad
-            fn.backward(grad)
-            _post_accumulate(fn.variable)
+            if grad is not None:
+                variable = fn.variable
+                if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
+                                               or not grad.flags.writeable or variable._post_acc_hooks):
+                    grad = grad.copy()  # .grad must own its memory: nobody else may see it change
+                stored[id(grad)] = grad
+                fn.backward(grad)
+            _post_accumulate(fn.variable)  # (also without a gradient, as PyTorch)
         grads_in = ()
     elif buf[0] is None if len(buf) == 1 else all(g is None for g in buf):
         grads_in = (None,) * len(fn._next)

@@ -121,7 +121,8 @@ class ModuleGradientHooks(_HookOwner):
         """A call of a module of the model starts."""
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        """The gradient of one output of ``call`` arrived (``hook(grad) -> None``)."""
+        """The gradient of one output of ``call`` arrived (``hook(grad) -> None``); None when
+        the node that made the output ran but the output itself got no gradient."""
 
     def _grad_input(self, call: ModuleCall, grads: list) -> list | None:
         """Gradients that ``call`` sends to its inputs, from one autograd node; return
@@ -282,26 +283,33 @@ class GradientMonitor(ModuleGradientHooks):
         call.totals = totals
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        self._add(call.totals, [grad], 1)
+        if grad is not None:
+            self._add(call.totals, (grad,), 1)
 
     def _grad_input(self, call: ModuleCall, grads: list) -> None:
-        grads = [grad for grad in grads if grad is not None]
-        if grads:
-            self._add(call.totals, grads, 0)
+        self._add(call.totals, [grad for grad in grads if grad is not None], 0)
 
     def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
                    grad_outputs: tuple) -> None:
         # The base class's hook, for a monitor that never replaces gradients: the squared norms
         # of the node's grad_output and grad_input gradients in one call.
+        if len(output_slots) == 1 and len(slots) == 1:  # (a module of one op with one input: no lists)
+            grads = (grad_outputs[output_slots[0]], grad_inputs[slots[0]])
+            if grads[0] is None or grads[1] is None:
+                self._add(call.totals, [grad for grad in grads if grad is not None], grads[0] is not None)
+            else:
+                self._add(call.totals, grads, 1)
+            return
         grads = [grad_outputs[index] for index in output_slots if grad_outputs[index] is not None]
         outputs = len(grads)
         grads += [grad_inputs[index] for index in slots if grad_inputs[index] is not None]
-        if grads:
-            self._add(call.totals, grads, outputs)
+        self._add(call.totals, grads, outputs)
 
-    def _add(self, totals: list, grads: list, outputs: int) -> None:
+    def _add(self, totals: list, grads: Any, outputs: int) -> None:
         """Add the squared norms of ``grads`` to a module's ``totals``: the first ``outputs`` are
         gradients of its outputs, the others gradients it sends to its inputs."""
+        if not grads:
+            return
         squares = self._squared_norms(grads)
         for index, square in enumerate(squares):
             slot = 2 if index < outputs else 3
@@ -510,7 +518,7 @@ class BackwardNonFiniteTracer(ModuleGradientHooks):
         self.node_trace = self.engine.node_trace(node)
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        if not call.output_nonfinite and self.engine.nonfinite_kind(grad) is not None:
+        if grad is not None and not call.output_nonfinite and self.engine.nonfinite_kind(grad) is not None:
             call.output_nonfinite = True
 
     def _grad_input(self, call: ModuleCall, grads: list) -> None:

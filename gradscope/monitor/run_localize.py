@@ -16,6 +16,7 @@ and the parameters have not changed since. Each call is re-run with full instrum
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gradscope.engines import Engine
@@ -223,7 +224,11 @@ class _BackwardTrace:
         self._ranges.append((start, end, name))
         for tensor in tensors:
             if tensor.requires_grad:
-                tensor.register_hook(lambda grad, name=name: self._events.append(("module", name, grad, None)))
+                tensor.register_hook(partial(self._on_output, name))
+
+    def _on_output(self, name: str, grad: Any) -> None:
+        if grad is not None:  # (None: the output's node ran, but the output got no gradient)
+            self._events.append(("module", name, grad, None))
 
     def _on_node(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> None:
         self._events.append(("node", node, grad_inputs, grad_outputs))

@@ -469,3 +469,50 @@ def test_who_raised_is_decided_by_the_innermost_gradscope_or_user_frame(tmp_path
         assert not _raised_by_monitor(passing)
     finally:
         PASS_THROUGH.discard(wrapper)
+
+
+SPLIT_BODY = '''
+
+class Halves(nn.Module):
+    def forward(self, x):
+        return (x * 2.0).split(4, dim=-1)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.halves = Halves()
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x, bad):
+        used, unused = self.halves(self.fc(x))
+        if bad:
+            used = T.sqrt(used * 0.0)
+        return self.head(used)
+
+
+manual_seed(0)
+model = Net()
+optimizer = T.optim.SGD(model.parameters(), lr=0.01)
+x = T.rand(16, 4)
+for step in range(4):
+    optimizer.zero_grad()
+    loss = model(x, step == 2).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+'''
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_module_output_without_gradient_does_not_disturb_the_localisation(gradscope, tmp_path, engine):
+    """The unused half of a split gets no gradient: its hooks are called with None (both engines,
+    as PyTorch); the backward NaN after it is still found, with its node and line."""
+    if engine == "torch":
+        pytest.importorskip("torch")
+    script = tmp_path / f"split_{engine}.py"
+    script.write_text((NATIVE if engine == "gradscope" else TORCH) + SPLIT_BODY)
+    doc = _json(gradscope, "--nan", str(script), code=1)
+    origin = doc["first_nonfinite"]
+    assert (origin["step"], origin["phase"], origin["node"]) == (2, "backward", "SqrtBackward0")
+    assert origin["source"] == f"{script.name}:{_line_of(script, 'used = T.sqrt(used * 0.0)')}"
