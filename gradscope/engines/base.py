@@ -286,6 +286,10 @@ def nonfinite_kind_of_array(array: np.ndarray) -> str | None:
     return None
 
 
+#: ``np.vdot`` without numpy's ``__array_function__`` dispatch (a Python call per use; the
+#: arrays here are always plain ndarrays), where numpy exposes it.
+_vdot = getattr(np.vdot, "_implementation", np.vdot)
+
 #: A float32 sum of squares below this may have lost squares to underflow (float32's smallest
 #: normal number is about 1.2e-38): it is computed again in float64.
 _FLOAT32_SQUARES_MIN = 1e-30
@@ -296,13 +300,13 @@ def squared_norm(array: np.ndarray) -> float:
     NaN/Inf when the array holds them."""
     if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
         array = array.astype(np.float64)
-    value = float(np.vdot(array, array))  # (0.0 when empty)
+    value = float(_vdot(array, array))  # (0.0 when empty)
     if array.dtype.itemsize == 4 and not _FLOAT32_SQUARES_MIN < value < math.inf:
         # A small finite sum may have underflowed (the array is finite, or the sum would not be);
         # an infinite one may have overflowed, unless the array holds an infinity; NaN stays NaN.
         if value < math.inf or (value == math.inf and np.isfinite(array).all()):
             flat64 = array.astype(np.float64)
-            value = float(np.vdot(flat64, flat64))
+            value = float(_vdot(flat64, flat64))
     return value
 
 
@@ -331,7 +335,7 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
             plain.append(array)
         else:
             result[index] = squared_norm(array)
-    for index, value, array in zip(where, map(np.vdot, plain, plain), plain):
+    for index, value, array in zip(where, map(_vdot, plain, plain), plain):
         value = float(value)
         result[index] = value if _FLOAT32_SQUARES_MIN < value < math.inf else squared_norm(array)
     return result
