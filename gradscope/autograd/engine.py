@@ -296,8 +296,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if accumulate:
             needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
 
-    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes not yet run
-    heap: list = []
+    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes still waiting
+    heap: list = []  # (-sequence number, counter, node, its buffer) of the ready nodes
     counter = 0
     for (node, nr), g in zip(root_edges, root_grads):
         if relevant is not None and node not in relevant:
@@ -312,7 +312,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     for node in root_nodes:
         if node in buffers:
             if deps.get(node, 0) == 0:
-                heapq.heappush(heap, (-node._seq, counter, node))
+                heapq.heappush(heap, (-node._seq, counter, node, buffers.pop(node)))
                 counter += 1
             else:  # its root gradient counts as one more, already arrived
                 deps[node] += 1
@@ -338,8 +338,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 fn, buf = ready, ready_buf
                 ready = None
             elif heap:
-                fn = heappop(heap)[2]
-                buf = buffers.pop(fn)
+                _, _, fn, buf = heappop(heap)
             else:
                 break
             if general or fn._slow or fn._extras is not None:
@@ -429,19 +428,16 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 seq = child._seq
                 if ready is None:
                     if heap and -heap[0][0] >= seq:
-                        buffers[child] = cbuf
-                        heappush(heap, (-seq, counter, child))
+                        heappush(heap, (-seq, counter, child, cbuf))
                         counter += 1
                     else:
                         ready, ready_buf = child, cbuf
                 elif seq > ready._seq:
-                    buffers[ready] = ready_buf
-                    heappush(heap, (-ready._seq, counter, ready))
+                    heappush(heap, (-ready._seq, counter, ready, ready_buf))
                     counter += 1
                     ready, ready_buf = child, cbuf
                 else:
-                    buffers[child] = cbuf
-                    heappush(heap, (-seq, counter, child))
+                    heappush(heap, (-seq, counter, child, cbuf))
                     counter += 1
         for callback in task.callbacks:
             callback()

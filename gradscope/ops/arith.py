@@ -20,7 +20,7 @@ class AddBackward0(Node):
     _single_input = False
 
     def backward(self, g):
-        (node_a, _), (node_b, _) = self._next
+        (node_a, _), (node_b, _) = self._edges  # (two inputs: never stored flat)
         shape = g.shape
         ga = gb = None
         if node_a is not None:
@@ -298,7 +298,7 @@ class MmBackward0(Node):
     _single_input = False
 
     def backward(self, g):
-        (node_a, _), (node_b, _) = self._next
+        (node_a, _), (node_b, _) = self._edges  # (two inputs: never stored flat)
         a, b = self.saved()
         ga = g @ b.T if node_a is not None else None
         gb = a.T @ g if node_b is not None else None
