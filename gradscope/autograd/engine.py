@@ -199,8 +199,19 @@ def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
 
 
 def _wrap(grads: Sequence) -> tuple:
-    make = Tensor._make
-    return tuple([None if g is None else make(g) for g in grads])
+    """The gradient arrays ``grads`` as tensors without history (None stays None), for hooks."""
+    out = []
+    for g in grads:
+        if g is not None:
+            t = object.__new__(Tensor)  # (Tensor._make, inlined)
+            t._data = g
+            t.requires_grad = False
+            t.grad_fn = None
+            t._output_nr = 0
+            t._vc = None
+            g = t
+        out.append(g)
+    return tuple(out)
 
 
 def _check_hook_result(new: Any, old: np.ndarray, what: str, fn: Node | None = None) -> np.ndarray:
@@ -342,6 +353,12 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             else:
                 break
             if general or fn._slow or fn._extras is not None:
+                if fn.__class__ is AccumulateGrad and not (general or fn._extras is not None
+                                                           or fn.variable._hooks):
+                    # a leaf's accumulator without node or tensor hooks: E5 steps 4-5 only
+                    if buf[0] is not None:
+                        _accumulate(fn, buf[0], False, stored)
+                    continue
                 grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
                     continue
@@ -482,14 +499,7 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if buf[0] is not None and accumulate:
-            grad = buf[0]
-            variable = fn.variable
-            if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
-                                           or not grad.flags.writeable or variable._post_acc_hooks):
-                grad = grad.copy()  # .grad must own its memory: nobody else may see it change
-            stored[id(grad)] = grad
-            fn.backward(grad)
-            _post_accumulate(fn.variable)
+            _accumulate(fn, buf[0], exposed, stored)
         grads_in = ()
     elif buf[0] is None if len(buf) == 1 else all(g is None for g in buf):
         grads_in = (None,) * len(fn._next)
@@ -506,6 +516,19 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
                 expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
     return grads_in
+
+
+def _accumulate(fn: AccumulateGrad, grad: np.ndarray, exposed: bool, stored: dict) -> None:
+    """E5 steps 4-5 of a leaf's accumulator: add ``grad`` into ``.grad``, then run the leaf's
+    post-accumulate hooks. ``exposed``: a hook has seen ``grad`` (and may have kept it)."""
+    variable = fn.variable
+    if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
+                                   or not grad.flags.writeable or variable._post_acc_hooks):
+        grad = grad.copy()  # .grad must own its memory: nobody else may see it change
+    stored[id(grad)] = grad
+    fn.backward(grad)
+    if variable._post_acc_hooks:
+        _post_accumulate(variable)
 
 
 def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:
@@ -528,9 +551,6 @@ def _retain_grads(retain: dict, buf: list) -> None:
 
 
 def _post_accumulate(variable: Tensor) -> None:
-    hooks = variable._post_acc_hooks
-    if not hooks:
-        return
-    for hook in tuple(hooks.values()):
+    for hook in tuple(variable._post_acc_hooks.values()):
         if hook(variable) is not None:
             raise RuntimeError("post accumulate grad hooks should return None")
