@@ -506,15 +506,18 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     else:
         grads_in = fn.backward(*buf)
         if fn._single_input:  # the gradient of the first input; any other input gets None
-            grads_in = (grads_in,) + (None,) * (len(fn._next) - 1)
-    # 6. node post-hooks
+            grads_in = (grads_in,) if fn._edges is None and not fn._scalar_operand else \
+                (grads_in,) + (None,) * (len(fn._next) - 1)
+    # 6. node post-hooks (each sees the same tensors until one returns replacements)
     if extras is not None and extras.post_hooks:
         outs = _wrap(buf)
+        ins = _wrap(grads_in)
         for hook in tuple(extras.post_hooks.values()):
-            result = hook(_wrap(grads_in), outs)
+            result = hook(ins, outs)
             if result is not None:
                 expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
+                ins = _wrap(grads_in)
     return grads_in
 
 
