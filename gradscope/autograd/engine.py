@@ -199,8 +199,19 @@ def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
 
 
 def _wrap(grads: Sequence) -> tuple:
-    make = Tensor._make
-    return tuple([None if g is None else make(g) for g in grads])
+    """The gradient arrays ``grads`` as tensors without history (None stays None), for hooks."""
+    out = []
+    for g in grads:
+        if g is not None:
+            t = object.__new__(Tensor)  # (Tensor._make, inlined)
+            t._data = g
+            t.requires_grad = False
+            t.grad_fn = None
+            t._output_nr = 0
+            t._vc = None
+            g = t
+        out.append(g)
+    return tuple(out)
 
 
 def _check_hook_result(new: Any, old: np.ndarray, what: str, fn: Node | None = None) -> np.ndarray:
@@ -302,8 +313,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if accumulate:
             needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
 
-    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes not yet run
-    heap: list = []
+    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes still waiting
+    heap: list = []  # (-sequence number, counter, node, its buffer) of the ready nodes
     counter = 0
     for (node, nr), g in zip(root_edges, root_grads):
         if relevant is not None and node not in relevant:
@@ -318,7 +329,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     for node in root_nodes:
         if node in buffers:
             if deps.get(node, 0) == 0:
-                heapq.heappush(heap, (-node._seq, counter, node))
+                heapq.heappush(heap, (-node._seq, counter, node, buffers.pop(node)))
                 counter += 1
             else:  # its root gradient counts as one more, already arrived
                 deps[node] += 1
@@ -344,11 +355,18 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 fn, buf = ready, ready_buf
                 ready = None
             elif heap:
-                fn = heappop(heap)[2]
-                buf = buffers.pop(fn)
+                _, _, fn, buf = heappop(heap)
             else:
                 break
             if general or fn._slow or fn._extras is not None:
+                if fn.__class__ is AccumulateGrad and not (general or fn._extras is not None
+                                                           or fn.variable._hooks):
+                    # a leaf's accumulator without node or tensor hooks: E5 steps 4-5 only
+                    if buf[0] is not None:
+                        _accumulate(fn, buf[0], False, stored)
+                    elif fn.variable._post_acc_hooks:
+                        _post_accumulate(fn.variable)  # (also without a gradient, as PyTorch)
+                    continue
                 grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
                     continue
@@ -435,19 +453,16 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 seq = child._seq
                 if ready is None:
                     if heap and -heap[0][0] >= seq:
-                        buffers[child] = cbuf
-                        heappush(heap, (-seq, counter, child))
+                        heappush(heap, (-seq, counter, child, cbuf))
                         counter += 1
                     else:
                         ready, ready_buf = child, cbuf
                 elif seq > ready._seq:
-                    buffers[ready] = ready_buf
-                    heappush(heap, (-ready._seq, counter, ready))
+                    heappush(heap, (-ready._seq, counter, ready, ready_buf))
                     counter += 1
                     ready, ready_buf = child, cbuf
                 else:
-                    buffers[child] = cbuf
-                    heappush(heap, (-seq, counter, child))
+                    heappush(heap, (-seq, counter, child, cbuf))
                     counter += 1
         for callback in task.callbacks:
             callback()
@@ -492,31 +507,42 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if accumulate:
-            grad = buf[0]
-            if grad is not None:
-                variable = fn.variable
-                if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
-                                               or not grad.flags.writeable or variable._post_acc_hooks):
-                    grad = grad.copy()  # .grad must own its memory: nobody else may see it change
-                stored[id(grad)] = grad
-                fn.backward(grad)
-            _post_accumulate(fn.variable)  # (also without a gradient, as PyTorch)
+            if buf[0] is not None:
+                _accumulate(fn, buf[0], exposed, stored)
+            elif fn.variable._post_acc_hooks:
+                _post_accumulate(fn.variable)  # (also without a gradient, as PyTorch)
         grads_in = ()
     elif buf[0] is None if len(buf) == 1 else all(g is None for g in buf):
         grads_in = (None,) * len(fn._next)
     else:
         grads_in = fn.backward(*buf)
         if fn._single_input:  # the gradient of the first input; any other input gets None
-            grads_in = (grads_in,) + (None,) * (len(fn._next) - 1)
-    # 6. node post-hooks
+            grads_in = (grads_in,) if fn._edges is None and not fn._scalar_operand else \
+                (grads_in,) + (None,) * (len(fn._next) - 1)
+    # 6. node post-hooks (each sees the same tensors until one returns replacements)
     if extras is not None and extras.post_hooks:
         outs = _wrap(buf)
+        ins = _wrap(grads_in)
         for hook in tuple(extras.post_hooks.values()):
-            result = hook(_wrap(grads_in), outs)
+            result = hook(ins, outs)
             if result is not None:
                 expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
+                ins = _wrap(grads_in)
     return grads_in
+
+
+def _accumulate(fn: AccumulateGrad, grad: np.ndarray, exposed: bool, stored: dict) -> None:
+    """E5 steps 4-5 of a leaf's accumulator: add ``grad`` into ``.grad``, then run the leaf's
+    post-accumulate hooks. ``exposed``: a hook has seen ``grad`` (and may have kept it)."""
+    variable = fn.variable
+    if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
+                                   or not grad.flags.writeable or variable._post_acc_hooks):
+        grad = grad.copy()  # .grad must own its memory: nobody else may see it change
+    stored[id(grad)] = grad
+    fn.backward(grad)
+    if variable._post_acc_hooks:
+        _post_accumulate(variable)
 
 
 def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:
@@ -539,9 +565,6 @@ def _retain_grads(retain: dict, buf: list) -> None:
 
 
 def _post_accumulate(variable: Tensor) -> None:
-    hooks = variable._post_acc_hooks
-    if not hooks:
-        return
-    for hook in tuple(hooks.values()):
+    for hook in tuple(variable._post_acc_hooks.values()):
         if hook(variable) is not None:
             raise RuntimeError("post accumulate grad hooks should return None")

@@ -130,6 +130,55 @@ def unary_result(cls: type, out: np.ndarray, x: Tensor) -> Tensor:
     return t
 
 
+def binary_result(cls: type, out: np.ndarray, a: Tensor, b: Tensor, save: bool = False) -> Tensor:
+    """``result(out, new_node(cls, (a, b)))`` in one call, for the hot ops of two tensors; with
+    ``save`` the node also saves both operands, as ``node.save(a, b)`` does."""
+    if out.__class__ is not np.ndarray:  # numpy turns 0-d results into scalars
+        out = np.asarray(out)
+    t = object.__new__(Tensor)
+    t._data = out
+    t._output_nr = 0
+    t._vc = None
+    if _grad_state.enabled:
+        fn = a.grad_fn
+        if fn is not None:
+            edge_a = (fn, a._output_nr)
+        else:
+            edge_a = (a._accumulator(), 0) if a.requires_grad else _NO_EDGE
+        fn = b.grad_fn
+        if fn is not None:
+            edge_b = (fn, b._output_nr)
+        else:
+            edge_b = (b._accumulator(), 0) if b.requires_grad else _NO_EDGE
+        if edge_a is not _NO_EDGE or edge_b is not _NO_EDGE:
+            node = object.__new__(cls)
+            node._in, node._in_nr = edge_a
+            node._edges = (edge_a, edge_b)
+            node._seq = _next_seq()
+            node._extras = None
+            meta = _METAS.get((out.shape, out.dtype))
+            node._meta = meta if meta is not None else output_meta(out)
+            if not save:
+                node._saved = None
+                node._vcs = ()
+            elif saved_tensor_hooks_stack:
+                node._vcs = ()
+                node.save(a, b)
+            else:  # node.save(a, b), inlined
+                vc_a = a._vc if a._vc is not None else a._version_counter()
+                vc_b = b._vc if b._vc is not None else b._version_counter()
+                node._vcs = ((vc_a, vc_a[0], a), (vc_b, vc_b[0], b))
+                node._saved = (a._data, b._data)
+            if _anomaly.enabled:
+                node._extra().trace = anomaly.record_trace()
+            t.requires_grad = True
+            t.grad_fn = node
+            return t
+    t.requires_grad = False
+    t.grad_fn = None
+    return t
+
+
 def results(outs: list, node: Node | None) -> tuple:
     """Wrap several arrays as the outputs of one multi-output node."""
     tensors = []

@@ -179,16 +179,15 @@ class Node:
     def saved(self) -> list:
         """The saved arrays; raises if they were freed or modified in place since saving."""
         saved = self._saved
-        if not self._vcs:  # no version to check
-            if saved.__class__ is tuple:  # (and neither freed nor packed)
-                return saved
-            if saved.__class__ is np.ndarray:  # a saved output, stored without a tuple
-                return (saved,)
-        if saved is _FREED:
-            raise RuntimeError(_FREED_MESSAGE)
-        for entry in self._vcs:
+        for entry in self._vcs:  # (empty once freed)
             if entry[0][0] != entry[1]:
                 self._raise_modified(entry)
+        if saved.__class__ is tuple:  # neither freed nor packed
+            return saved
+        if saved.__class__ is np.ndarray:  # a saved output, stored without a tuple
+            return (saved,)
+        if saved is _FREED:
+            raise RuntimeError(_FREED_MESSAGE)
         if self._extras is not None and self._extras.unpack is not None:
             unpack = self._extras.unpack
             out = []
@@ -199,12 +198,15 @@ class Node:
                 value = unpack(packed)
                 out.append(value._data if hasattr(value, "_data") else np.asarray(value))
             return out
-        return (saved,) if saved.__class__ is np.ndarray else saved
+        return saved
 
     def saved_output(self) -> np.ndarray:
         """The output a ``_save_output`` node saved: ``saved()[0]`` without building a tuple."""
         out = self._saved
-        if out.__class__ is np.ndarray and not self._vcs:
+        if out.__class__ is np.ndarray:
+            for entry in self._vcs:
+                if entry[0][0] != entry[1]:
+                    self._raise_modified(entry)
             return out
         return self.saved()[0]
 

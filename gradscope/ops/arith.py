@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from gradscope.autograd.function import new_node, result, unary_result
+from gradscope.autograd.function import binary_result, new_node, result, unary_result
 from gradscope.autograd.node import _FREED, _FREED_MESSAGE, Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import fix_float, operand, scalar_array, unbroadcast
@@ -20,7 +20,7 @@ class AddBackward0(Node):
     _single_input = False
 
     def backward(self, g):
-        (node_a, _), (node_b, _) = self._next
+        (node_a, _), (node_b, _) = self._edges  # (two inputs: never stored flat)
         shape = g.shape
         ga = gb = None
         if node_a is not None:
@@ -49,12 +49,13 @@ def add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Tensor:
         out_arr = a + b
         if out_arr.__class__ is not np.ndarray or out_arr.dtype.kind == "f" and out_arr.dtype.itemsize == 8:
             out_arr = fix_float(np.asarray(out_arr), input, other)
-        node = new_node(AddBackward0, (input, other))
+        out = binary_result(AddBackward0, out_arr, input, other)
+        node = out.grad_fn
         if node is not None:
             node.shape_a = a.shape
             node.shape_b = b.shape
             node.alpha = 1
-        return result(out_arr, node)
+        return out
     a, b = operand(input), operand(other)
     out_arr = a + (b if alpha == 1 else b * alpha)
     if not isinstance(out_arr, np.ndarray) or out_arr.dtype.kind == "f" and out_arr.dtype.itemsize == 8:
@@ -297,7 +298,7 @@ class MmBackward0(Node):
     _single_input = False
 
     def backward(self, g):
-        (node_a, _), (node_b, _) = self._next
+        (node_a, _), (node_b, _) = self._edges  # (two inputs: never stored flat)
         a, b = self.saved()
         ga = g @ b.T if node_a is not None else None
         gb = a.T @ g if node_b is not None else None
@@ -372,10 +373,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         cls = MvBackward0
     else:
         cls = BmmBackward0
-    node = new_node(cls, (input, other))
-    if node is not None:
-        node.save(input, other)
-    return result(out_arr, node)
+    return binary_result(cls, out_arr, input, other, save=True)
 
 
 def _shape_str(a: np.ndarray) -> str:
