@@ -53,7 +53,14 @@ class Finding:
     parameters: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+# ModuleRecord and ParameterRecord are made by the hundred per step (one per module, one per
+# parameter): their own ``__init__`` stores all fields in one step, where a frozen dataclass's
+# generated one sets each field through ``object.__setattr__`` (twice the cost of the whole
+# record). Same signature, fields and results (tests/monitor/test_records.py).
+_set_attribute = object.__setattr__
+
+
+@dataclass(frozen=True, init=False)
 class ModuleRecord:
     """Gradient flow through one module (summed over its calls in one backward pass).
 
@@ -73,8 +80,14 @@ class ModuleRecord:
     grad_input_norm: float | None
     nonfinite: int
 
+    def __init__(self, name: str, type: str, calls: int, grad_output_norm: float | None,  # noqa: A002
+                 grad_input_norm: float | None, nonfinite: int) -> None:
+        _set_attribute(self, "__dict__", {"name": name, "type": type, "calls": calls,
+                                          "grad_output_norm": grad_output_norm, "grad_input_norm": grad_input_norm,
+                                          "nonfinite": nonfinite})
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class ParameterRecord:
     """Gradient statistics of one parameter after a backward pass.
 
@@ -95,6 +108,16 @@ class ParameterRecord:
     dead_unit_fraction: float | None
     param_norm: float
     grad_to_param: float | None
+
+    def __init__(self, name: str, module: str, module_type: str, shape: tuple[int, ...], has_grad: bool,
+                 grad_norm: float | None, grad_mean: float | None, grad_std: float | None,
+                 grad_abs_max: float | None, nonfinite: int, zero_fraction: float | None,
+                 dead_unit_fraction: float | None, param_norm: float, grad_to_param: float | None) -> None:
+        _set_attribute(self, "__dict__", {
+            "name": name, "module": module, "module_type": module_type, "shape": shape, "has_grad": has_grad,
+            "grad_norm": grad_norm, "grad_mean": grad_mean, "grad_std": grad_std, "grad_abs_max": grad_abs_max,
+            "nonfinite": nonfinite, "zero_fraction": zero_fraction, "dead_unit_fraction": dead_unit_fraction,
+            "param_norm": param_norm, "grad_to_param": grad_to_param})
 
 
 @dataclass(frozen=True)
