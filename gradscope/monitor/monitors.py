@@ -135,7 +135,8 @@ class ModuleGradientHooks(_HookOwner):
         if name is None:
             return
         call = ModuleCall(name, module)
-        for tensor in self.engine.tensors_in(args):
+        engine = self.engine
+        for tensor in args if len(args) == 1 and engine.is_tensor(args[0]) else engine.tensors_in(args):
             if tensor.requires_grad:
                 node = tensor.grad_fn
                 if node is None:
