@@ -167,7 +167,8 @@ class Node:
 
     def _watch_output(self, vc: list) -> None:
         """Check ``vc``, the version counter of the output this node saved, on every read."""
-        self._vcs = (*self._vcs, (vc, vc[0], None))
+        if self._saved is not _FREED:  # (once freed, reading raises before any version check)
+            self._vcs = (*self._vcs, (vc, vc[0], None))
 
     def _pack(self, arrays: list) -> None:
         from gradscope.autograd.tensor import Tensor

@@ -300,8 +300,8 @@ class MmBackward0(Node):
     def backward(self, g):
         (node_a, _), (node_b, _) = self._edges  # (two inputs: never stored flat)
         a, b = self.saved()
-        ga = g @ b.T if node_a is not None else None
-        gb = a.T @ g if node_b is not None else None
+        ga = g.dot(b.T) if node_a is not None else None  # (ndarray.dot: ``@``'s BLAS call, less dispatch)
+        gb = a.T.dot(g) if node_b is not None else None
         return ga, gb
 
 
@@ -360,7 +360,8 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{ndim_a}D and {ndim_b}D")
     try:
-        out_arr = a @ b
+        # (ndarray.dot: for two matrices the same BLAS call as ``@``, with less dispatch)
+        out_arr = a.dot(b) if ndim_a == 2 and ndim_b == 2 else a @ b
     except ValueError:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(a)} and {_shape_str(b)})") from None
     if a.dtype is not b.dtype and a.dtype != b.dtype:

@@ -163,9 +163,9 @@ class AddmmBackward0(Node):
             gb = g.sum(axis=0) if self.bias_shape == g.shape[1:] else unbroadcast(g, self.bias_shape)
             if gb is g:
                 gb = g.copy()  # never hand one array to two consumers
-        g1 = g @ mat2.T if node_1 is not None else None
+        g1 = g.dot(mat2.T) if node_1 is not None else None  # (ndarray.dot: ``@`` with less dispatch)
         # the transpose of a fresh (out, in) product: Linear's weight gradient is then contiguous
-        g2 = (g.T @ mat1).T if node_2 is not None else None
+        g2 = g.T.dot(mat1).T if node_2 is not None else None
         return gb, g1, g2
 
 
@@ -202,7 +202,7 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor) -> Tensor:
     if a.shape[1] != b.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
                            f"{b.shape[0]}x{b.shape[1]})")
-    out = a @ b
+    out = a.dot(b)  # (``a @ b`` with less dispatch)
     out += bias._data
     node = new_node(AddmmBackward0, (bias, mat1, mat2))
     if node is not None:

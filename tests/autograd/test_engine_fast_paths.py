@@ -91,3 +91,20 @@ def test_post_hook_of_a_scalar_operand_node_gets_one_slot_per_next_function(same
         return log
 
     assert same_as_torch(scenario) == [[1, 1], [2, 2, True]]
+
+
+def test_second_backward_after_modifying_a_freed_saved_output_reports_the_freed_graph(same_as_torch) -> None:
+    def scenario(T):
+        x = T.tensor(X, requires_grad=True)
+        y = x.tanh()  # saves its output, whose version is first looked at below
+        out = y.sum()
+        out.backward()
+        with T.no_grad():
+            y.add_(1.0)
+        try:
+            out.backward()
+        except RuntimeError as error:
+            return ["backward through the graph a second time" in str(error)]
+        return ["no error"]
+
+    assert same_as_torch(scenario) == [True]
