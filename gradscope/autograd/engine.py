@@ -437,7 +437,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                         if old is None:
                             cbuf[nr] = g
                         elif (child, nr) in owned:
-                            np.add(old, g, out=old)  # an array the engine allocated: sum in place
+                            np.add(old, g, old)  # an array the engine allocated: sum in place
                         else:
                             total = old + g
                             if total.__class__ is np.ndarray and total.ndim:

@@ -59,7 +59,8 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
         return grad
     extra = grad.ndim - len(shape)
     if extra > 0:
-        grad = grad.sum(axis=0 if extra == 1 else tuple(range(extra)))
+        # (np.add.reduce: ndarray.sum without its python-level wrapper)
+        grad = np.add.reduce(grad, axis=0 if extra == 1 else tuple(range(extra)))
         if grad.shape == shape:  # only leading axes were added (a bias)
             return grad
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)

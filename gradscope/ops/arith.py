@@ -49,13 +49,13 @@ def add(input: Any, other: Any, *, alpha: Any = 1, out: Any = None) -> Tensor:
         out_arr = a + b
         if out_arr.__class__ is not np.ndarray or out_arr.dtype.kind == "f" and out_arr.dtype.itemsize == 8:
             out_arr = fix_float(np.asarray(out_arr), input, other)
-        out = binary_result(AddBackward0, out_arr, input, other)
-        node = out.grad_fn
+        total = binary_result(AddBackward0, out_arr, input, other)
+        node = total.grad_fn
         if node is not None:
             node.shape_a = a.shape
             node.shape_b = b.shape
             node.alpha = 1
-        return out
+        return total
     a, b = operand(input), operand(other)
     out_arr = a + (b if alpha == 1 else b * alpha)
     if not isinstance(out_arr, np.ndarray) or out_arr.dtype.kind == "f" and out_arr.dtype.itemsize == 8:

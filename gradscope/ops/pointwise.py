@@ -157,7 +157,7 @@ class TanhBackward0(Node):
         if not out.ndim:
             return g * (1 - out * out)
         d = out * out
-        np.subtract(_ONE, d, out=d)  # d tanh = 1 - tanh^2
+        np.subtract(_ONE, d, d)  # d tanh = 1 - tanh^2 (``out=`` given positionally: faster)
         d *= g
         return d
 
