@@ -324,18 +324,21 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     overflowed or underflowed is recomputed as :func:`squared_norm` does."""
     if len(arrays) < 3:  # (a monitor's hook: one or two gradients; less set-up one by one)
         return [None if array is None else squared_norm(array) for array in arrays]
+    where = [index for index, array in enumerate(arrays)
+             if array is not None and (array.dtype is _FLOAT32 or array.dtype is _FLOAT64)]
+    plain = [arrays[index] for index in where] if len(where) < len(arrays) else arrays
+    values = np.fromiter(map(_vdot, plain, plain), dtype=np.float64, count=len(plain))
+    suspect = ~((values > _FLOAT32_SQUARES_MIN) & (values < math.inf))
+    squares = values.tolist()
+    if suspect.any():
+        for position in np.flatnonzero(suspect).tolist():
+            squares[position] = squared_norm(plain[position])
+    if len(where) == len(arrays):  # (the usual case: every array a native float32/float64 one)
+        return squares
     result: list[float | None] = [None] * len(arrays)
-    where: list[int] = []
-    plain: list[np.ndarray] = []
+    for index, square in zip(where, squares):
+        result[index] = square
     for index, array in enumerate(arrays):
-        if array is None:
-            continue
-        if array.dtype == _FLOAT32 or array.dtype == _FLOAT64:
-            where.append(index)
-            plain.append(array)
-        else:
+        if array is not None and result[index] is None:  # (other dtypes, one by one)
             result[index] = squared_norm(array)
-    for index, value, array in zip(where, map(_vdot, plain, plain), plain):
-        value = float(value)
-        result[index] = value if _FLOAT32_SQUARES_MIN < value < math.inf else squared_norm(array)
     return result

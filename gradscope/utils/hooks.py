@@ -26,7 +26,8 @@ class RemovableHandle:
 
     def __init__(self, hooks_dict: OrderedDict, *extra_dicts: OrderedDict) -> None:
         self.id = next(_ids)
-        self._refs = (weakref.ref(hooks_dict), *map(weakref.ref, extra_dicts))
+        self._refs = (weakref.ref(hooks_dict), *map(weakref.ref, extra_dicts)) if extra_dicts \
+            else (weakref.ref(hooks_dict),)
 
     def remove(self) -> None:
         """Unregister the hook (idempotent)."""

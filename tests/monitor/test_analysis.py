@@ -142,3 +142,27 @@ def test_squared_norms_survive_float32_underflow_and_overflow():
     assert [squared_norm(array) for array in arrays] == pytest.approx(expected, rel=1e-6)
     assert squared_norms_of_arrays(arrays) == pytest.approx(expected, rel=1e-6)
     assert squared_norms_of_arrays(arrays)[0] > 0
+
+
+def test_squared_norms_of_a_mixed_batch_are_each_arrays_own():
+    """A batch mixing None, other dtypes, non-native byte order, empty, zero, NaN, Inf and
+    out-of-range float32 arrays gives, position by position, what ``squared_norm`` gives."""
+    import numpy as np
+
+    from gradscope.engines import squared_norm, squared_norms_of_arrays
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.random(5, dtype=np.float32), None, np.zeros(3, np.float32), np.full(2, 1e30, np.float32),
+              rng.random(4).astype(np.float16), np.array([np.nan], np.float32), np.array([np.inf, 1.0], np.float32),
+              rng.random(3), np.arange(4), np.array([1e-25], np.float32), np.zeros((0, 3), np.float32),
+              rng.random(7).astype(">f4")]
+    got = squared_norms_of_arrays(arrays)
+    for index, (value, array) in enumerate(zip(got, arrays)):
+        if array is None:
+            assert value is None
+        else:
+            expected = squared_norm(array)
+            assert value == expected or (math.isnan(value) and math.isnan(expected)), index
+    plain = [array for array in arrays if array is not None and array.dtype == np.float32
+             and not np.isnan(array).any()]  # (all float32: the batched path alone)
+    assert squared_norms_of_arrays(plain) == [squared_norm(array) for array in plain]
