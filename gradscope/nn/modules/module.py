@@ -46,6 +46,14 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+def _parameter_items(module: "Module") -> Any:
+    return module._parameters.items()
+
+
+def _buffer_items(module: "Module") -> Any:
+    return module._buffers.items()
+
+
 def _typename(value: Any) -> str:
     if isinstance(value, Tensor):
         return value._type_name()
@@ -334,12 +342,19 @@ class Module:
         modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse \
             else [(prefix, self)]
         for module_prefix, module in modules:
-            for name, value in get_members(module):
-                if value is None or (remove_duplicate and id(value) in memo):
+            members = get_members(module)
+            if not members:  # (most modules of a network own no parameter or buffer)
+                continue
+            dot = module_prefix + "." if module_prefix else ""
+            for name, value in members:
+                if value is None:
                     continue
                 if remove_duplicate:
-                    memo.add(id(value))
-                yield (module_prefix + ("." if module_prefix else "") + name, value)
+                    key = id(value)
+                    if key in memo:
+                        continue
+                    memo.add(key)
+                yield dot + name, value
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """Yield the parameters of this module (and of its descendants if ``recurse``)."""
@@ -349,7 +364,7 @@ class Module:
     def named_parameters(self, prefix: str = "", recurse: bool = True,
                          remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         """Yield ``(dotted_name, parameter)``, e.g. ``("body.0.weight", p)``."""
-        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
+        return self._named_members(_parameter_items, prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, buf in self.named_buffers(recurse=recurse):
@@ -357,7 +372,7 @@ class Module:
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
-        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
+        return self._named_members(_buffer_items, prefix, recurse, remove_duplicate)
 
     def children(self) -> Iterator["Module"]:
         for _, module in self.named_children():
