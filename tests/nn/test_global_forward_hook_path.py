@@ -82,3 +82,27 @@ def _registered_during_forward(lib, nn, raises):
 @pytest.mark.parametrize("raises", [False, True], ids=["returns", "raises"])
 def test_a_hook_registered_during_forward_fires_as_in_torch(raises):
     assert _registered_during_forward(gs, gnn, raises) == _registered_during_forward(torch, torch.nn, raises)
+
+
+@pytest.mark.parametrize("lib, nn", [(gs, gnn), (torch, torch.nn)], ids=["gradscope", "torch"])
+def test_global_forward_hooks_changed_between_calls_are_the_ones_called(lib, nn):
+    """Every call sees the global forward hooks as they are then: removing one and adding
+    another (keyword form, always_call) between calls, or clearing them all."""
+    register = nn.modules.module.register_module_forward_hook
+    layer = nn.Linear(2, 2)
+    x = lib.ones(1, 2)
+    events = []
+    first = register(lambda module, args, output: events.append("first"))
+    second = register(lambda module, args, output: events.append("second"))
+    layer(x)
+    first.remove()
+    third = register(lambda module, args, kwargs, output: events.append(("third", kwargs)), with_kwargs=True)
+    layer(x)
+    second.remove()
+    third.remove()
+    layer(x)
+    fourth = register(lambda module, args, output: events.append("fourth"), always_call=True)
+    layer(x)
+    fourth.remove()
+    layer(x)
+    assert events == ["first", "second", "second", ("third", {}), "fourth"]
