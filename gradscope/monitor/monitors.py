@@ -295,12 +295,10 @@ class GradientMonitor(ModuleGradientHooks):
         # The base class's hook, for a monitor that never replaces gradients: the squared norms
         # of the node's grad_output and grad_input gradients in one call.
         if len(output_slots) == 1 and len(slots) == 1:  # (a module of one op with one input: no lists)
-            grads = (grad_outputs[output_slots[0]], grad_inputs[slots[0]])
-            if grads[0] is None or grads[1] is None:
-                self._add(call.totals, [grad for grad in grads if grad is not None], grads[0] is not None)
-            else:
-                self._add(call.totals, grads, 1)
-            return
+            grad_output, grad_input = grad_outputs[output_slots[0]], grad_inputs[slots[0]]
+            if grad_output is not None and grad_input is not None:
+                self._add(call.totals, (grad_output, grad_input), 1)
+                return
         grads = [grad_outputs[index] for index in output_slots if grad_outputs[index] is not None]
         outputs = len(grads)
         grads += [grad_inputs[index] for index in slots if grad_inputs[index] is not None]
