@@ -99,7 +99,11 @@ def import_torch() -> Any:
 
 
 def import_gradscope() -> tuple[Any, str | None]:
-    """Return ``(gradscope, None)`` when its engine works, else ``(None, reason)``."""
+    """Return ``(gradscope, None)`` when its engine works, else ``(None, reason)``.
+
+    The checkout this script belongs to is imported (its root goes first on ``sys.path``, ahead
+    of ``PYTHONPATH``): to compare two checkouts, run each one's own copy of the benchmark.
+    """
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     try:
