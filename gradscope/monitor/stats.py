@@ -132,15 +132,35 @@ def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | 
 
 def parameter_records(model: Any, engine: Engine) -> tuple[ParameterRecord, ...]:
     """Statistics of every parameter of ``model`` that requires grad, in ``named_parameters`` order."""
-    types = {name: type(module).__name__ for name, module in model.named_modules()}
     to_numpy = engine.to_numpy
-    entries = []
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            grad = parameter.grad
-            entries.append((name, types.get(name.rpartition(".")[0], ""), to_numpy(parameter),
-                            None if grad is None else to_numpy(grad)))
+    entries = [(name, module_type, to_numpy(parameter), None if parameter.grad is None else to_numpy(parameter.grad))
+               for name, module_type, parameter in _parameters_with_types(model) if parameter.requires_grad]
     return parameter_records_of(entries)
+
+
+def _parameters_with_types(model: Any) -> Iterator[tuple[str, str, Any]]:
+    """``(name, type of its module, parameter)`` in ``model.named_parameters()`` order.
+
+    When the model's class keeps the engine's own ``named_parameters`` (which walks
+    ``named_modules()`` and each module's ``_parameters``, skipping repeats), that walk is done
+    here once, module types included; a class that defines its own is asked for its names.
+    """
+    if sum("named_parameters" in vars(cls) for cls in type(model).__mro__) != 1:
+        types = {name: type(module).__name__ for name, module in model.named_modules()}
+        for name, parameter in model.named_parameters():
+            yield name, types.get(name.rpartition(".")[0], ""), parameter
+        return
+    seen: set[int] = set()
+    for prefix, module in model.named_modules():
+        owned = module._parameters
+        if not owned:
+            continue
+        module_type = type(module).__name__
+        dot = prefix + "." if prefix else ""
+        for name, parameter in owned.items():
+            if parameter is not None and id(parameter) not in seen:
+                seen.add(id(parameter))
+                yield dot + name, module_type, parameter
 
 
 def total_norm(records: Iterable[ParameterRecord]) -> float:
