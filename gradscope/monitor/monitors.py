@@ -27,7 +27,6 @@ from typing import Any, Callable
 from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
-from gradscope.monitor.stats import norm_from_square
 from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
 
 _ACCUMULATE = "AccumulateGrad"
@@ -321,9 +320,10 @@ class GradientMonitor(ModuleGradientHooks):
 
     def module_records(self) -> tuple[ModuleRecord, ...]:
         """One record per module called in forward, in the order of their first call."""
-        return tuple(ModuleRecord(name, module_type, calls, norm_from_square(out_sq), norm_from_square(in_sq),
-                                  nonfinite)
-                     for name, (module_type, calls, out_sq, in_sq, nonfinite) in self._totals.items())
+        sqrt = math.sqrt  # (norm_from_square, inlined: one record per module)
+        return tuple([ModuleRecord(name, module_type, calls, None if out_sq is None else sqrt(out_sq),
+                                   None if in_sq is None else sqrt(in_sq), nonfinite)
+                      for name, (module_type, calls, out_sq, in_sq, nonfinite) in self._totals.items()])
 
 
 def nonfinite_count(engine: Engine, tensor: Any) -> int:
