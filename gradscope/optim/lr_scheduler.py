@@ -451,19 +451,7 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            max_momentums = _per_group("max_momentum", optimizer, max_momentum)
-            base_momentums = _per_group("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for top, bottom, group in zip(max_momentums, base_momentums, optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (top, *group["betas"][1:])
-                    else:
-                        group["momentum"] = top
-                    group["max_momentum"] = top
-                    group["base_momentum"] = bottom
+            self.use_beta1, _, _ = _cycled_momentums(optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
@@ -490,11 +478,33 @@ class OneCycleLR(LRScheduler):
                 start_step = phase["end_step"]
             lrs.append(lr)
             if self.cycle_momentum:
-                if self.use_beta1:
-                    group["betas"] = (momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = momentum
+                _set_momentum(group, self.use_beta1, momentum)
         return lrs
+
+
+def _cycled_momentums(optimizer: Optimizer, base_momentum: Any, max_momentum: Any,
+                      last_epoch: int) -> tuple[bool, list, list]:
+    """Set-up of a scheduler that cycles momentum (or Adam's beta1): ``(uses beta1, base
+    momentums, max momentums)`` per group; a fresh start (``last_epoch == -1``) puts each group
+    at its max momentum and records both bounds in the group."""
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+    use_beta1 = "betas" in optimizer.defaults
+    bottoms = _per_group("base_momentum", optimizer, base_momentum)
+    tops = _per_group("max_momentum", optimizer, max_momentum)
+    if last_epoch == -1:
+        for top, bottom, group in zip(tops, bottoms, optimizer.param_groups):
+            _set_momentum(group, use_beta1, top)
+            group["max_momentum"] = top
+            group["base_momentum"] = bottom
+    return use_beta1, bottoms, tops
+
+
+def _set_momentum(group: dict, use_beta1: bool, momentum: float) -> None:
+    if use_beta1:
+        group["betas"] = (momentum, *group["betas"][1:])
+    else:
+        group["momentum"] = momentum
 
 
 def _per_group(name: str, optimizer: Optimizer, value: Any) -> list:
@@ -742,19 +752,8 @@ class CyclicLR(LRScheduler):
             self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
-            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for top, bottom, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (top, *group["betas"][1:])
-                    else:
-                        group["momentum"] = top
-                    group["max_momentum"] = top
-                    group["base_momentum"] = bottom
+            self.use_beta1, self.base_momentums, self.max_momentums = _cycled_momentums(
+                optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
@@ -777,11 +776,7 @@ class CyclicLR(LRScheduler):
         lrs = [base + (top - base) * scale_factor * amplitude for base, top in zip(self.base_lrs, self.max_lrs)]
         if self.cycle_momentum:
             for bottom, top, group in zip(self.base_momentums, self.max_momentums, self.optimizer.param_groups):
-                momentum = top - (top - bottom) * scale_factor * amplitude
-                if self.use_beta1:
-                    group["betas"] = (momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = momentum
+                _set_momentum(group, self.use_beta1, top - (top - bottom) * scale_factor * amplitude)
         return lrs
 
     def state_dict(self) -> dict[str, Any]:

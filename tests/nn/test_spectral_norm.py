@@ -59,3 +59,14 @@ def test_transposed_convolutions_normalise_over_the_output_channels_as_in_torch(
         new = lib.nn.utils.parametrizations.spectral_norm(module)
         shapes.append((tuple(legacy.weight_u.shape), tuple(new.parametrizations.weight[0]._u.shape)))
     assert shapes[0] == shapes[1]
+
+
+@pytest.mark.parametrize("what", ["spectral_norm", "weight_norm"])
+def test_removing_a_norm_that_is_not_there_is_a_value_error_as_in_torch(what: str) -> None:
+    messages = []
+    for engine in (torch, gs):
+        with pytest.raises(ValueError) as caught:
+            getattr(engine.nn.utils, f"remove_{what}")(engine.nn.Linear(3, 3))
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] == f"{what} of 'weight' not found in " \
+        "Linear(in_features=3, out_features=3, bias=True)"

@@ -12,6 +12,7 @@ from gradscope.autograd.tensor import Tensor
 from gradscope.nn.modules.conv import _ConvTranspose
 from gradscope.nn.modules.module import Module
 from gradscope.nn.parameter import Parameter
+from gradscope.nn.utils.weight_norm import remove_reparametrization_hook
 from gradscope.ops import arith, shape
 
 __all__ = ["SpectralNorm", "remove_spectral_norm", "spectral_norm"]
@@ -98,9 +99,4 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
 
 def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
     """Fold the normalised weight back into one parameter ``<name>``."""
-    for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    return remove_reparametrization_hook(module, name, SpectralNorm, "spectral_norm")

@@ -69,9 +69,15 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
 
 def remove_weight_norm(module: Module, name: str = "weight") -> Module:
     """Fold ``<name>_g`` and ``<name>_v`` back into one parameter ``<name>``."""
+    return remove_reparametrization_hook(module, name, WeightNorm, "weight_norm")
+
+
+def remove_reparametrization_hook(module: Module, name: str, kind: type, what: str) -> Module:
+    """Undo the ``kind`` forward pre-hook (weight or spectral norm) of ``module.<name>`` and
+    unregister it; raises ``ValueError`` naming ``what`` when there is none."""
     for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, kind) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[key]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ValueError(f"{what} of '{name}' not found in {module}")
