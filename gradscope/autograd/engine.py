@@ -362,10 +362,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 if fn.__class__ is AccumulateGrad and not (general or fn._extras is not None
                                                            or fn.variable._hooks):
                     # a leaf's accumulator without node or tensor hooks: E5 steps 4-5 only
-                    if buf[0] is not None:
-                        _accumulate(fn, buf[0], False, stored)
-                    elif fn.variable._post_acc_hooks:
-                        _post_accumulate(fn.variable)  # (also without a gradient, as PyTorch)
+                    _accumulate(fn, buf[0], False, stored)
                     continue
                 grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
@@ -507,10 +504,7 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if accumulate:
-            if buf[0] is not None:
-                _accumulate(fn, buf[0], exposed, stored)
-            elif fn.variable._post_acc_hooks:
-                _post_accumulate(fn.variable)  # (also without a gradient, as PyTorch)
+            _accumulate(fn, buf[0], exposed, stored)
         grads_in = ()
     elif buf[0] is None if len(buf) == 1 else all(g is None for g in buf):
         grads_in = (None,) * len(fn._next)
@@ -532,15 +526,17 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     return grads_in
 
 
-def _accumulate(fn: AccumulateGrad, grad: np.ndarray, exposed: bool, stored: dict) -> None:
+def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stored: dict) -> None:
     """E5 steps 4-5 of a leaf's accumulator: add ``grad`` into ``.grad``, then run the leaf's
-    post-accumulate hooks. ``exposed``: a hook has seen ``grad`` (and may have kept it)."""
+    post-accumulate hooks, also when no gradient came (as PyTorch). ``exposed``: a hook has
+    seen ``grad`` (and may have kept it)."""
     variable = fn.variable
-    if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
-                                   or not grad.flags.writeable or variable._post_acc_hooks):
-        grad = grad.copy()  # .grad must own its memory: nobody else may see it change
-    stored[id(grad)] = grad
-    fn.backward(grad)
+    if grad is not None:
+        if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
+                                       or not grad.flags.writeable or variable._post_acc_hooks):
+            grad = grad.copy()  # .grad must own its memory: nobody else may see it change
+        stored[id(grad)] = grad
+        fn.backward(grad)
     if variable._post_acc_hooks:
         _post_accumulate(variable)
 

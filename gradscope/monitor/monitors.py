@@ -134,8 +134,7 @@ class ModuleGradientHooks(_HookOwner):
         if name is None:
             return
         call = ModuleCall(name, module)
-        engine = self.engine
-        for tensor in args if len(args) == 1 and engine.is_tensor(args[0]) else engine.tensors_in(args):
+        for tensor in self.engine.tensors_in(args):
             if tensor.requires_grad:
                 node = tensor.grad_fn
                 if node is None:
@@ -293,11 +292,6 @@ class GradientMonitor(ModuleGradientHooks):
                    grad_outputs: tuple) -> None:
         # The base class's hook, for a monitor that never replaces gradients: the squared norms
         # of the node's grad_output and grad_input gradients in one call.
-        if len(output_slots) == 1 and len(slots) == 1:  # (a module of one op with one input: no lists)
-            grad_output, grad_input = grad_outputs[output_slots[0]], grad_inputs[slots[0]]
-            if grad_output is not None and grad_input is not None:
-                self._add(call.totals, (grad_output, grad_input), 1)
-                return
         grads = [grad_outputs[index] for index in output_slots if grad_outputs[index] is not None]
         outputs = len(grads)
         grads += [grad_inputs[index] for index in slots if grad_inputs[index] is not None]
