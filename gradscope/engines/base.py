@@ -293,11 +293,20 @@ _vdot = getattr(np.vdot, "_implementation", np.vdot)
 #: A float32 sum of squares below this may have lost squares to underflow (float32's smallest
 #: normal number is about 1.2e-38): it is computed again in float64.
 _FLOAT32_SQUARES_MIN = 1e-30
+_FLOAT32 = np.dtype(np.float32)
+_FLOAT64 = np.dtype(np.float64)
 
 
 def squared_norm(array: np.ndarray) -> float:
     """Sum of squares of a numpy array, in float64 when float32 would overflow or underflow;
     NaN/Inf when the array holds them."""
+    dtype = array.dtype
+    if dtype is _FLOAT32:  # (the usual case: one dot product, whose result is in float32's safe range)
+        value = float(_vdot(array, array))
+        if _FLOAT32_SQUARES_MIN < value < math.inf:
+            return value
+    elif dtype is _FLOAT64:
+        return float(_vdot(array, array))
     if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
         array = array.astype(np.float64)
     value = float(_vdot(array, array))  # (0.0 when empty)
@@ -313,8 +322,6 @@ def squared_norm(array: np.ndarray) -> float:
 #: Float arrays up to this many elements are reduced together by the parameter statistics
 #: (``gradscope.monitor.stats``), where each array would otherwise take several calls.
 BATCH_LIMIT = 1 << 15
-_FLOAT32 = np.dtype(np.float32)
-_FLOAT64 = np.dtype(np.float64)
 
 
 def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.base import Engine, squared_norms_of_arrays
+from gradscope.engines.base import Engine, squared_norm, squared_norms_of_arrays
 from gradscope.nn.modules import module as module_hooks
 from gradscope.nn.modules.module import Module
 from gradscope.optim import optimizer as optimizer_hooks
@@ -61,6 +61,8 @@ class NativeEngine(Engine):
         return tensor._data
 
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
+        if len(tensors) < 3:  # (a monitor's node hook: one or two gradients, one by one)
+            return [None if tensor is None else squared_norm(tensor._data) for tensor in tensors]
         return squared_norms_of_arrays([None if tensor is None else tensor._data for tensor in tensors])
 
     def clone(self, tensor: Any) -> Any:

@@ -282,35 +282,32 @@ class GradientMonitor(ModuleGradientHooks):
         call.totals = totals
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        if grad is not None:
-            self._add(call.totals, (grad,), 1)
+        self._add(call.totals, [grad], 1)
 
     def _grad_input(self, call: ModuleCall, grads: list) -> None:
-        self._add(call.totals, [grad for grad in grads if grad is not None], 0)
+        self._add(call.totals, grads, 0)
 
     def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
                    grad_outputs: tuple) -> None:
         # The base class's hook, for a monitor that never replaces gradients: the squared norms
-        # of the node's grad_output and grad_input gradients in one call.
-        grads = [grad_outputs[index] for index in output_slots if grad_outputs[index] is not None]
+        # of the node's grad_output and grad_input gradients in one call (None: no gradient).
+        grads = [grad_outputs[index] for index in output_slots]
         outputs = len(grads)
-        grads += [grad_inputs[index] for index in slots if grad_inputs[index] is not None]
+        grads += [grad_inputs[index] for index in slots]
         self._add(call.totals, grads, outputs)
 
-    def _add(self, totals: list, grads: Any, outputs: int) -> None:
+    def _add(self, totals: list, grads: list, outputs: int) -> None:
         """Add the squared norms of ``grads`` to a module's ``totals``: the first ``outputs`` are
-        gradients of its outputs, the others gradients it sends to its inputs."""
-        if not grads:
-            return
-        squares = self._squared_norms(grads)
-        for index, square in enumerate(squares):
-            slot = 2 if index < outputs else 3
-            total = totals[slot]
-            totals[slot] = square if total is None else total + square
-        if not math.isfinite(sum(squares)):  # (a sum of squares is finite when every one is)
-            for grad, square in zip(grads, squares):
-                if not math.isfinite(square):
-                    totals[4] += nonfinite_count(self.engine, grad)
+        gradients of its outputs, the others gradients it sends to its inputs (None: skipped)."""
+        index = 0
+        for square in self._squared_norms(grads):
+            if square is not None:
+                slot = 2 if index < outputs else 3
+                total = totals[slot]
+                totals[slot] = square if total is None else total + square
+                if not square < math.inf:  # (NaN or Inf)
+                    totals[4] += nonfinite_count(self.engine, grads[index])
+            index += 1
 
     def module_records(self) -> tuple[ModuleRecord, ...]:
         """One record per module called in forward, in the order of their first call."""

@@ -74,11 +74,13 @@ def array_statistics(arrays: Sequence[np.ndarray]) -> list[tuple[float, float, f
 
 def _batch_statistics(arrays: list[np.ndarray]) -> Iterator[tuple[float, float, float, int]]:
     """:func:`array_statistics` of small non-empty float arrays, reduced together."""
+    sizes = [array.size for array in arrays]
     offsets = np.zeros(len(arrays), dtype=np.intp)
-    np.cumsum([array.size for array in arrays[:-1]], out=offsets[1:])
-    flat = np.concatenate(arrays, axis=None)
-    nonzero = np.add.reduceat(flat != 0, offsets, dtype=np.intp).tolist()
-    flat = flat.astype(np.float64)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    flat = np.concatenate(arrays, axis=None, dtype=np.float64)
+    nonzero_mask = flat != 0
+    # (counting per segment converts every flag to an integer: skipped when no entry is zero)
+    nonzero = sizes if nonzero_mask.all() else np.add.reduceat(nonzero_mask, offsets, dtype=np.intp).tolist()
     with np.errstate(invalid="ignore"):  # (inf - inf: the NaN is the answer)
         sums = np.add.reduceat(flat, offsets).tolist()
     np.multiply(flat, flat, out=flat)  # exact: a float32 value's square fits a float64
@@ -95,39 +97,50 @@ def parameter_record(name: str, module_type: str, values: np.ndarray, array: np.
 def parameter_records_of(entries: list[tuple[str, str, np.ndarray, np.ndarray | None]]
                          ) -> tuple[ParameterRecord, ...]:
     """Gradient statistics of parameters given as ``(name, module type, values, grad or None)``."""
-    param_squares = squared_norms_of_arrays([values for _, _, values, _ in entries])
-    statistics = iter(array_statistics([array for _, _, _, array in entries if array is not None and array.size]))
-    sqrt, isfinite = math.sqrt, math.isfinite
+    param_norms = np.sqrt(squared_norms_of_arrays([values for _, _, values, _ in entries])).tolist()
+    graded = [array for _, _, _, array in entries if array is not None and array.size]
+    statistics = iter(_gradient_statistics(graded))
     records = []
     append = records.append
     # (records are built positionally, in ParameterRecord's field order: a third cheaper than keywords)
-    for (name, module_type, values, array), param_square in zip(entries, param_squares):
-        param_norm = sqrt(param_square)
+    for (name, module_type, values, array), param_norm in zip(entries, param_norms):
         module = name.rpartition(".")[0]  # (module_of)
         shape = values.shape  # (numpy's shape: a tuple of Python ints)
         if array is None:
             append(ParameterRecord(name, module, module_type, shape, False, None, None, None, None, 0, None, None,
                                    param_norm, None))
             continue
-        size = array.size
-        squared = grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
         dead = None
-        if size:
-            total, squared, grad_abs_max, nonzero = next(statistics)
-            grad_mean = total / size
-            grad_std = sqrt(max(squared / size - grad_mean * grad_mean, 0.0)) if isfinite(squared) else math.nan
-            zeros = size - nonzero
-            zero_fraction = zeros / size
+        if not array.size:
+            grad_norm = grad_mean = grad_std = grad_abs_max = zero_fraction = 0.0
+        else:
+            grad_norm, grad_mean, grad_std, grad_abs_max, zero_fraction = next(statistics)
             if module_type in _UNIT_MODULES and array.ndim >= 2 and array.shape[0] > 1:
                 dead = 0.0
-                if zeros:
+                if zero_fraction:
                     per_unit = np.count_nonzero(array.reshape(array.shape[0], -1), axis=1)
                     dead = float(np.mean(per_unit == 0))
-        grad_norm = sqrt(squared)
         append(ParameterRecord(name, module, module_type, shape, True, grad_norm, grad_mean, grad_std, grad_abs_max,
-                               nonfinite_count(array) if not isfinite(grad_norm) else 0, zero_fraction, dead,
+                               0 if grad_norm < math.inf else nonfinite_count(array), zero_fraction, dead,
                                param_norm, grad_norm / param_norm if param_norm > 0 else None))
     return tuple(records)
+
+
+def _gradient_statistics(arrays: list[np.ndarray]) -> Iterator[tuple[float, float, float, float, float]]:
+    """``(norm, mean, standard deviation, largest absolute value, fraction of zeros)`` of each
+    non-empty array, computed for all of them together from :func:`array_statistics`."""
+    if not arrays:
+        return iter(())
+    sums, squares, largest, nonzero = (np.array(column, dtype=np.float64)
+                                       for column in zip(*array_statistics(arrays)))
+    sizes = np.array([array.size for array in arrays], dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        means = sums / sizes
+        # (a NaN or Inf sum of squares gives a NaN deviation; a variance rounded below zero is zero)
+        deviations = np.where(np.isfinite(squares), np.sqrt(np.maximum(squares / sizes - means * means, 0.0)),
+                              math.nan)
+    return zip(np.sqrt(squares).tolist(), means.tolist(), deviations.tolist(), largest.tolist(),
+               ((sizes - nonzero) / sizes).tolist())
 
 
 def parameter_records(model: Any, engine: Engine) -> tuple[ParameterRecord, ...]:

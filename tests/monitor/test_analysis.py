@@ -117,7 +117,17 @@ def test_parameter_records_of_many_parameters_match_one_by_one_numpy():
         wide = grad.astype(np.float64)
         if grad.size == 0:
             assert (record.grad_norm, record.grad_mean, record.grad_abs_max) == (0.0, 0.0, 0.0)
+            assert record.dead_unit_fraction is None and record.zero_fraction == 0.0
             continue
+        if grad.ndim >= 2 and grad.shape[0] > 1:
+            rows = wide.reshape(grad.shape[0], -1)
+            assert record.dead_unit_fraction == pytest.approx(float(np.mean(~rows.any(axis=1))))
+        else:
+            assert record.dead_unit_fraction is None
+        if record.param_norm > 0:
+            assert record.grad_to_param == pytest.approx(record.grad_norm / record.param_norm, nan_ok=True)
+        else:
+            assert record.grad_to_param is None
         finite = np.isfinite(wide).all()
         assert record.nonfinite == int(wide.size - np.isfinite(wide).sum())
         assert record.grad_abs_max == float(np.abs(wide).max()) or math.isnan(float(np.abs(wide).max()))
