@@ -58,7 +58,7 @@ from gradscope import nn  # noqa: E402
 from gradscope import optim  # noqa: E402
 from gradscope.serialization import load, save  # noqa: E402
 from gradscope.errors import GradscopeError
-from gradscope.autograd.anomaly import is_anomaly_enabled, set_detect_anomaly as set_anomaly_enabled  # noqa: E402
+from gradscope.autograd.anomaly import is_anomaly_enabled, set_anomaly_enabled  # noqa: E402
 from gradscope.ops.extra import (block_diag, cartesian_prod, chain_matmul, combinations, cov, cross,  # noqa: E402
                                  heaviside, hypot, inner, kron, lgamma, logcumsumexp, masked_scatter, matrix_power,
                                  mode, nanquantile, quantile, renorm, rot90, signbit, trapezoid, trapz,

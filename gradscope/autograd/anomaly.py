@@ -91,11 +91,32 @@ class detect_anomaly:
         state.enabled, state.check_nan, state.check_inf = self._prev
 
 
-def set_detect_anomaly(mode: bool, check_nan: bool = True, check_inf: bool = False) -> None:
-    """Turn anomaly detection on or off globally."""
-    state.enabled = bool(mode)
-    state.check_nan = check_nan
-    state.check_inf = check_inf
+class set_detect_anomaly:
+    """Turn anomaly detection on or off: from now on when called, or until the end of the block
+    when used as a context manager (the previous setting is then put back), as in PyTorch.
+
+    Args:
+        mode: on or off.
+        check_nan: raise on NaN gradients (default True).
+        check_inf: also raise on infinite gradients (gradscope extension, default False).
+    """
+
+    def __init__(self, mode: bool, check_nan: bool = True, check_inf: bool = False) -> None:
+        self._prev = (state.enabled, state.check_nan, state.check_inf)
+        state.enabled = bool(mode)
+        state.check_nan = check_nan
+        state.check_inf = check_inf
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: Any) -> None:
+        state.enabled, state.check_nan, state.check_inf = self._prev
+
+
+def set_anomaly_enabled(mode: bool, check_nan: bool = True, check_inf: bool = False) -> None:
+    """Turn anomaly detection on or off (``torch.set_anomaly_enabled``)."""
+    set_detect_anomaly(mode, check_nan, check_inf)
 
 
 def is_anomaly_enabled() -> bool:

@@ -473,7 +473,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
 def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, needed: set | None,
                       accumulate: bool, stored: dict) -> tuple | None:
     """Run one node with everything E5 of the contract allows: tensor hooks, retain_grad,
-    capture, pre-hooks, compute, post-accumulate hooks, post-hooks. None means: skip it."""
+    capture, pre-hooks, compute, post-accumulate hooks, post-hooks (then the adapter's observers).
+    None means: skip it."""
     is_acc = type(fn) is AccumulateGrad
     extras = fn._extras
     if len(buf) < len(fn._meta):
@@ -523,6 +524,10 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
                 expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
                 ins = _wrap(grads_in)
+    # 7. observers (the engine adapter's statistics): the final gradients, as arrays
+    if extras is not None and extras.observers:
+        for observer in tuple(extras.observers):
+            observer(grads_in, buf)
     return grads_in
 
 

@@ -36,7 +36,7 @@ class NodeExtras:
     """The rarely used state of a node (hooks, retain_grad, saved-tensor unpacking, metadata,
     anomaly trace), kept apart so that a plain node carries one empty slot for all of it."""
 
-    __slots__ = ("pre_hooks", "post_hooks", "tensor_hooks", "retain", "unpack", "metadata", "trace")
+    __slots__ = ("pre_hooks", "post_hooks", "tensor_hooks", "retain", "unpack", "metadata", "trace", "observers")
 
     def __init__(self) -> None:
         self.pre_hooks: OrderedDict | None = None
@@ -46,6 +46,7 @@ class NodeExtras:
         self.unpack: Callable | None = None
         self.metadata: dict | None = None
         self.trace: Any = None
+        self.observers: dict | None = None  # observer(grad_inputs, grad_outputs) -> None, in order added
 
 
 class Node:
@@ -137,6 +138,22 @@ class Node:
         if extras.post_hooks is None:
             extras.post_hooks = OrderedDict()
         return add_hook(extras.post_hooks, fn)
+
+    def _observe(self, observer: Callable) -> None:
+        """Call ``observer(grad_inputs, grad_outputs)`` each time this node runs in backward,
+        after its post-hooks, with the final gradients as numpy arrays (None where there is none),
+        which it must not modify; it cannot replace them. For the engine adapter's statistics: no
+        handle and no tensor per gradient. Removed with :meth:`_unobserve`."""
+        extras = self._extra()
+        if extras.observers is None:
+            extras.observers = {}
+        extras.observers[observer] = None
+
+    def _unobserve(self, observer: Callable) -> None:
+        """Remove ``observer`` (no error when it is not there)."""
+        extras = self._extras
+        if extras is not None and extras.observers:
+            extras.observers.pop(observer, None)
 
     def _hooks_for_slot(self, slot: int) -> OrderedDict:
         extras = self._extra()
@@ -252,6 +269,22 @@ class AccumulateGrad(Node):
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
+
+    def _observe(self, observer: Callable) -> None:
+        """Call ``observer(grad_inputs, grad_outputs)`` each time this node runs in backward,
+        after its post-hooks, with the final gradients as numpy arrays (None where there is none),
+        which it must not modify; it cannot replace them. For the engine adapter's statistics: no
+        handle and no tensor per gradient. Removed with :meth:`_unobserve`."""
+        extras = self._extra()
+        if extras.observers is None:
+            extras.observers = {}
+        extras.observers[observer] = None
+
+    def _unobserve(self, observer: Callable) -> None:
+        """Remove ``observer`` (no error when it is not there)."""
+        extras = self._extras
+        if extras is not None and extras.observers:
+            extras.observers.pop(observer, None)
 
     def _hooks_for_slot(self, slot: int) -> OrderedDict:
         return self.variable._leaf_hooks()

@@ -13,13 +13,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gradscope.engines.base import (ACCUMULATE_NODE, BATCH_LIMIT, HOOK_NODE, Engine, OpTrace,
-                                    nonfinite_kind_of_array, squared_norm, squared_norms_of_arrays)
+from gradscope.engines.base import (ACCUMULATE_NODE, BATCH_LIMIT, HOOK_NODE, Engine, GradientNormTaps, OpTrace,
+                                    nonfinite_entries, nonfinite_kind_of_array, squared_norm,
+                                    squared_norms_of_arrays)
 from gradscope.errors import GradscopeError
 
-__all__ = ["ACCUMULATE_NODE", "BATCH_LIMIT", "ENGINE_NAMES", "Engine", "EngineError", "HOOK_NODE", "OpTrace",
-           "engine_of", "get_engine", "nonfinite_kind_of_array", "select_engine", "squared_norm",
-           "squared_norms_of_arrays"]
+__all__ = ["ACCUMULATE_NODE", "BATCH_LIMIT", "ENGINE_NAMES", "Engine", "EngineError", "GradientNormTaps", "HOOK_NODE",
+           "OpTrace", "engine_of", "get_engine", "nonfinite_entries", "nonfinite_kind_of_array", "select_engine",
+           "squared_norm", "squared_norms_of_arrays"]
 
 #: The values ``--engine`` accepts.
 ENGINE_NAMES = ("gradscope", "torch")

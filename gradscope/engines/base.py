@@ -8,6 +8,7 @@ engines share (``tensor.grad``, ``tensor.register_hook``, ``node.next_functions`
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Any, Callable, Iterable, Sequence
 
@@ -138,6 +139,10 @@ class Engine:
         """Sum of squares of each tensor (None for a None entry), exact for finite values
         (no float32 overflow), NaN/Inf when the tensor holds them, with one host transfer."""
         raise NotImplementedError
+
+    def gradient_norm_taps(self) -> "GradientNormTaps":
+        """A new, empty set of :class:`GradientNormTaps` on autograd nodes."""
+        return GradientNormTaps(self)
 
     def loss_and_squared_norms(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
         """``(float(loss), squared_norms(tensors))`` with a single host synchronisation."""
@@ -272,6 +277,61 @@ class Engine:
         """The module to call when re-running ``module`` on this process alone (a data-parallel
         wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""
         return module
+
+
+class GradientNormTaps:
+    """Squared norms of the gradients that flow through chosen autograd nodes, delivered during
+    backward. A tap only observes: no gradient is replaced and every ``.grad`` is what it would be
+    without it.
+
+    :meth:`add` taps one node: each time the node runs in backward,
+    ``receiver(output_square, input_square, nonfinite)`` gets the sum of the squared norms of the
+    gradients of the node's outputs ``output_slots`` and the sum of those it sends to its inputs
+    ``input_slots`` (each None when none of those slots has a gradient), and the number of NaN/Inf
+    entries among them. :meth:`close` removes every tap of the set.
+
+    This version is a post-hook per node that asks :meth:`Engine.squared_norms` for the node's
+    gradients (one host transfer per node); an engine may tap its nodes more cheaply.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._handles: list[Any] = []
+
+    def add(self, node: Any, output_slots: tuple, input_slots: tuple,
+            receiver: Callable[[float | None, float | None, int], None]) -> None:
+        """Tap ``node`` (see the class docstring)."""
+        self._handles.append(node.register_hook(functools.partial(self._hook, output_slots, input_slots, receiver)))
+
+    def close(self) -> None:
+        """Remove every tap of this set (idempotent)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _hook(self, output_slots: tuple, input_slots: tuple, receiver: Callable, grad_inputs: tuple,
+              grad_outputs: tuple) -> None:
+        grads = [grad_outputs[index] for index in output_slots] + [grad_inputs[index] for index in input_slots]
+        squares = self._engine.squared_norms(grads)
+        outputs = len(output_slots)
+        nonfinite = 0
+        for index, square in enumerate(squares):
+            if square is not None and not square < math.inf:  # (NaN or Inf)
+                nonfinite += nonfinite_entries(self._engine.to_numpy(grads[index]))
+        receiver(_sum_present(squares[:outputs]), _sum_present(squares[outputs:]), nonfinite)
+
+
+def _sum_present(values: Sequence[float | None]) -> float | None:
+    """Sum of the entries that are not None; None when all are."""
+    present = [value for value in values if value is not None]
+    return sum(present) if present else None
+
+
+def nonfinite_entries(array: np.ndarray) -> int:
+    """Number of NaN and Inf entries of a numpy array."""
+    if array.dtype.kind != "f":
+        return 0
+    return int(array.size - np.count_nonzero(np.isfinite(array)))
 
 
 def nonfinite_kind_of_array(array: np.ndarray) -> str | None:

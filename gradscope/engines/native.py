@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
+import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.base import Engine, squared_norm, squared_norms_of_arrays
+from gradscope.engines.base import Engine, GradientNormTaps, nonfinite_entries, squared_norm, squared_norms_of_arrays
 from gradscope.nn.modules import module as module_hooks
 from gradscope.nn.modules.module import Module
 from gradscope.optim import optimizer as optimizer_hooks
@@ -64,6 +67,9 @@ class NativeEngine(Engine):
         if len(tensors) < 3:  # (a monitor's node hook: one or two gradients, one by one)
             return [None if tensor is None else squared_norm(tensor._data) for tensor in tensors]
         return squared_norms_of_arrays([None if tensor is None else tensor._data for tensor in tensors])
+
+    def gradient_norm_taps(self) -> GradientNormTaps:
+        return NativeGradientNormTaps(self)
 
     def clone(self, tensor: Any) -> Any:
         return Tensor._make(tensor._data.copy())
@@ -138,3 +144,49 @@ class NativeEngine(Engine):
         import gradscope
 
         return {"gs": gradscope}
+
+
+class NativeGradientNormTaps(GradientNormTaps):
+    """:class:`GradientNormTaps` as observers of gradscope's nodes: the engine hands them the
+    gradients as arrays after the node's post-hooks, with no hook handle and no tensor per
+    gradient (a monitor taps a node per module call)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._taps: list[tuple[weakref.ref, Callable]] = []  # (weak: a tapped graph is freed as usual)
+
+    def add(self, node: Any, output_slots: tuple, input_slots: tuple,
+            receiver: Callable[[float | None, float | None, int], None]) -> None:
+        observer = functools.partial(_tap, output_slots, input_slots, receiver)
+        node._observe(observer)
+        self._taps.append((weakref.ref(node), observer))
+
+    def close(self) -> None:
+        for ref, observer in self._taps:
+            node = ref()
+            if node is not None:
+                node._unobserve(observer)
+        self._taps.clear()
+
+
+def _tap(output_slots: tuple, input_slots: tuple, receiver: Callable, grad_inputs: tuple, grad_outputs: tuple
+         ) -> None:
+    """A node observer of :class:`NativeGradientNormTaps`."""
+    output_square, output_nonfinite = _squares_at(grad_outputs, output_slots)
+    input_square, input_nonfinite = _squares_at(grad_inputs, input_slots)
+    receiver(output_square, input_square, output_nonfinite + input_nonfinite)
+
+
+def _squares_at(arrays: tuple, slots: tuple) -> tuple[float | None, int]:
+    """Sum of the squared norms of ``arrays[slot]`` (None when all are None), and their number of
+    NaN/Inf entries."""
+    total = None
+    nonfinite = 0
+    for slot in slots:
+        array = arrays[slot]
+        if array is not None:
+            square = squared_norm(array)
+            total = square if total is None else total + square
+            if not square < math.inf:  # (NaN or Inf)
+                nonfinite += nonfinite_entries(array)
+    return total, nonfinite

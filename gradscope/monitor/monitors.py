@@ -180,7 +180,7 @@ class ModuleGradientHooks(_HookOwner):
             node = tensor.grad_fn
             slots = boundary.get(node)
             if slots is not None:
-                append(node.register_hook(partial(cls._node_hook, self, call, slots, (tensor.output_nr,))))
+                self._hook_node(call, node, slots, (tensor.output_nr,))
                 return
         output_slots: dict = {}
         for tensor in outputs:
@@ -193,8 +193,13 @@ class ModuleGradientHooks(_HookOwner):
                     continue
             append(tensor.register_hook(partial(cls._grad_output, self, call)))
         for node, slots in boundary.items():
-            append(node.register_hook(partial(cls._node_hook, self, call, slots,
-                                              tuple(output_slots.get(node, ())))))
+            self._hook_node(call, node, slots, tuple(output_slots.get(node, ())))
+
+    def _hook_node(self, call: ModuleCall, node: Any, slots: tuple, output_slots: tuple) -> None:
+        """Hook ``node``, made by ``call``: it sends gradient to the call's inputs through its input
+        ``slots``, and its outputs ``output_slots`` are outputs of the call."""
+        # (a partial of the class's function: no bound method per hook)
+        self._handles.append(node.register_hook(partial(type(self)._node_hook, self, call, slots, output_slots)))
 
     def _pop(self, module: Any) -> ModuleCall | None:
         """The open call of ``module`` (calls above it, whose forward raised, are dropped)."""
@@ -272,7 +277,11 @@ class GradientMonitor(ModuleGradientHooks):
         # per module, in the order of first calls: [type name, calls, grad_output square, grad_input square,
         # non-finite entries]; every call of the module holds the same list (``ModuleCall.totals``)
         self._totals: dict[str, list] = {}
-        self._squared_norms = self.engine.squared_norms
+        self._taps = self.engine.gradient_norm_taps()
+
+    def close(self) -> None:
+        self._taps.close()
+        super().close()
 
     def _call_started(self, call: ModuleCall) -> None:
         totals = self._totals.get(call.name)
@@ -282,32 +291,13 @@ class GradientMonitor(ModuleGradientHooks):
         call.totals = totals
 
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
-        self._add(call.totals, [grad], 1)
+        if grad is not None:
+            square = self.engine.squared_norms([grad])[0]
+            _add_squares(call.totals, square, None, nonfinite_count(self.engine, grad) if not square < math.inf else 0)
 
-    def _grad_input(self, call: ModuleCall, grads: list) -> None:
-        self._add(call.totals, grads, 0)
-
-    def _node_hook(self, call: ModuleCall, slots: tuple, output_slots: tuple, grad_inputs: tuple,
-                   grad_outputs: tuple) -> None:
-        # The base class's hook, for a monitor that never replaces gradients: the squared norms
-        # of the node's grad_output and grad_input gradients in one call (None: no gradient).
-        grads = [grad_outputs[index] for index in output_slots]
-        outputs = len(grads)
-        grads += [grad_inputs[index] for index in slots]
-        self._add(call.totals, grads, outputs)
-
-    def _add(self, totals: list, grads: list, outputs: int) -> None:
-        """Add the squared norms of ``grads`` to a module's ``totals``: the first ``outputs`` are
-        gradients of its outputs, the others gradients it sends to its inputs (None: skipped)."""
-        index = 0
-        for square in self._squared_norms(grads):
-            if square is not None:
-                slot = 2 if index < outputs else 3
-                total = totals[slot]
-                totals[slot] = square if total is None else total + square
-                if not square < math.inf:  # (NaN or Inf)
-                    totals[4] += nonfinite_count(self.engine, grads[index])
-            index += 1
+    def _hook_node(self, call: ModuleCall, node: Any, slots: tuple, output_slots: tuple) -> None:
+        # a monitor that never replaces gradients: the engine's taps add up the squared norms
+        self._taps.add(node, output_slots, slots, partial(_add_squares, call.totals))
 
     def module_records(self) -> tuple[ModuleRecord, ...]:
         """One record per module called in forward, in the order of their first call."""
@@ -315,6 +305,15 @@ class GradientMonitor(ModuleGradientHooks):
         return tuple([ModuleRecord(name, module_type, calls, None if out_sq is None else sqrt(out_sq),
                                    None if in_sq is None else sqrt(in_sq), nonfinite)
                       for name, (module_type, calls, out_sq, in_sq, nonfinite) in self._totals.items()])
+
+
+def _add_squares(totals: list, output_square: float | None, input_square: float | None, nonfinite: int) -> None:
+    """Add one node's squared gradient norms to a module's :class:`GradientMonitor` totals."""
+    if output_square is not None:
+        totals[2] = output_square if totals[2] is None else totals[2] + output_square
+    if input_square is not None:
+        totals[3] = input_square if totals[3] is None else totals[3] + input_square
+    totals[4] += nonfinite
 
 
 def nonfinite_count(engine: Engine, tensor: Any) -> int:

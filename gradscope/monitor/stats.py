@@ -11,6 +11,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_of_arrays
+from gradscope.engines import nonfinite_entries as nonfinite_count  # (number of NaN and Inf entries of an array)
 from gradscope.engines import nonfinite_kind_of_array as nonfinite_kind  # noqa: F401 - public here too
 from gradscope.monitor.records import ParameterRecord
 
@@ -18,13 +19,6 @@ __all__ = ["array_statistics", "module_of", "norm_from_square", "nonfinite_count
            "parameter_records", "parameter_records_of", "squared_norm", "total_norm"]
 
 _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Bilinear")
-
-
-def nonfinite_count(array: np.ndarray) -> int:
-    """Number of NaN and Inf entries."""
-    if array.dtype.kind != "f":
-        return 0
-    return int(array.size - np.count_nonzero(np.isfinite(array)))
 
 
 def norm_from_square(square: float | None) -> float | None:

@@ -182,3 +182,18 @@ def test_gradcheck_error_names_worst_element_and_both_values() -> None:
 def test_gradcheck_without_raising_returns_false() -> None:
     wrong = make_wrong_function()
     assert gs.autograd.gradcheck(wrong.apply, wrong_inputs(), raise_exception=False) is False
+
+
+def test_set_detect_anomaly_is_also_a_context_manager_as_in_torch():
+    torch = pytest.importorskip("torch")
+    for lib, enabled in ((gs, gs.is_anomaly_enabled), (torch, torch.is_anomaly_enabled)):
+        assert not enabled()
+        with lib.autograd.set_detect_anomaly(True):
+            assert enabled()
+            with lib.autograd.set_detect_anomaly(False):
+                assert not enabled()
+            assert enabled()
+        assert not enabled()
+        assert lib.set_anomaly_enabled(True) is None and enabled()
+        lib.set_anomaly_enabled(False)
+        assert not enabled()
