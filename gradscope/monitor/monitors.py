@@ -15,7 +15,9 @@ into zeros and makes in-place operations on module outputs fail). Per module cal
   gradient to its inputs (found by walking the graph from the outputs back to the inputs).
 
 When one node both made an output and sends gradient to the inputs (a module of one operation),
-its post-hook reports both, so that the node needs a single hook.
+its post-hook reports both, so that the node needs a single hook. :class:`GradientMonitor`, which
+only reads, taps those nodes through the engine's :class:`~gradscope.engines.GradientNormTaps`
+instead (on gradscope's engine, observers that cost less than a post-hook with its handle).
 """
 from __future__ import annotations
 
