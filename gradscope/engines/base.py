@@ -53,22 +53,27 @@ class Engine:
         """True if ``value`` is an ``nn.Module`` of this engine."""
         raise NotImplementedError
 
+    #: The engine's tensor class (parameters are instances too).
+    tensor_type: type = type(None)
+
     def is_tensor(self, value: Any) -> bool:
         """True if ``value`` is a tensor of this engine (parameters included)."""
-        raise NotImplementedError
+        return isinstance(value, self.tensor_type)
 
     def tensors_in(self, value: Any) -> list:
         """The tensors in a module's arguments or output: tuples, lists and dict values, nested."""
-        is_tensor = self.is_tensor
-        if is_tensor(value):
+        tensor_type = self.tensor_type
+        if isinstance(value, tensor_type):
             return [value]
         if isinstance(value, dict):
             value = value.values()
         elif not isinstance(value, (tuple, list)):
             return []
+        elif len(value) == 1 and isinstance(value[0], tensor_type):  # (a module's usual arguments)
+            return [value[0]]
         found = []
         for item in value:  # (one level without recursion: the usual tuple of tensors)
-            if is_tensor(item):
+            if isinstance(item, tensor_type):
                 found.append(item)
             elif isinstance(item, (tuple, list, dict)):
                 found += self.tensors_in(item)

@@ -23,12 +23,10 @@ class NativeEngine(Engine):
 
     name = "gradscope"
     display = "gradscope"
+    tensor_type = Tensor
 
     def is_module(self, value: Any) -> bool:
         return isinstance(value, Module)
-
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, Tensor)
 
     def register_module_forward_pre_hook(self, hook: Callable) -> Any:
         return module_hooks.register_module_forward_pre_hook(hook)

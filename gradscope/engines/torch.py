@@ -93,14 +93,12 @@ class TorchEngine(Engine):
 
     name = "torch"
     display = "PyTorch"
+    tensor_type = torch.Tensor
     _group: Any = None
     _group_key: Any = None
 
     def is_module(self, value: Any) -> bool:
         return isinstance(value, torch.nn.Module)
-
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor)
 
     def register_module_forward_pre_hook(self, hook: Callable) -> Any:
         return torch.nn.modules.module.register_module_forward_pre_hook(hook)
