@@ -1,5 +1,9 @@
-"""The backward engine: dependency counting, then a ready heap keyed on descending sequence
-number (leaf accumulators first, ties in readiness order). No recursion anywhere."""
+"""The backward engine. Nodes run in descending sequence number, each once all gradients
+flowing into it are summed: a node's consumers were all created after it, so by the time it is
+the newest node waiting, every consumer has run. Only leaf accumulators (which run as soon as
+their gradient is complete, as in PyTorch) need their incoming edges counted first. No
+recursion anywhere, and nothing kept per node of the graph: a chain of a million nodes builds
+no million-entry dict, only the frontier of nodes waiting is remembered."""
 from __future__ import annotations
 
 import heapq
@@ -17,10 +21,11 @@ _active_tasks: list["GraphTask"] = []
 class GraphTask:
     """State of one backward call, visible to hooks through ``current_task()``."""
 
-    __slots__ = ("deps", "relevant", "callbacks")
+    __slots__ = ("roots", "reachable", "relevant", "callbacks")
 
-    def __init__(self) -> None:
-        self.deps: dict = {}
+    def __init__(self, roots: list) -> None:
+        self.roots = roots
+        self.reachable: dict | None = None  # every node reached, found on the first question
         self.relevant: set | None = None
         self.callbacks: list = []
 
@@ -28,7 +33,9 @@ class GraphTask:
         """Whether ``node`` is reached by this backward call (E4 of the hook contract)."""
         if self.relevant is not None:
             return node in self.relevant
-        return node in self.deps
+        if self.reachable is None:
+            self.reachable = _count_dependencies(self.roots, every_node=True)
+        return node in self.reachable
 
 
 def current_task() -> GraphTask | None:
@@ -142,35 +149,59 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     return tuple(final)
 
 
-def _count_dependencies(root_nodes: list) -> dict:
-    """For every node reachable from the roots, how many edges from reachable nodes point at it."""
-    deps: dict = dict.fromkeys(root_nodes, 0)
-    stack = list(root_nodes)
-    pop, push = stack.pop, stack.append
-    while stack:
-        fn = pop()
-        while fn is not None:  # walk on down the first newly seen input (a chain needs no stack)
-            following = None
+def _count_dependencies(root_nodes: list, every_node: bool = False) -> dict:
+    """For every leaf accumulator reachable from the roots (with ``every_node``: every node
+    reachable, roots included), how many edges from reachable nodes point at it.
+
+    Nodes are visited newest first (descending sequence number): once a node is visited, no
+    node still to visit has an edge to it, so nothing but the queue is remembered (a node queued
+    by two consumers comes out twice in a row, and is visited once)."""
+    deps: dict = {}
+    heap: list = []  # (-sequence number, push counter, node) of the queued nodes
+    for node in root_nodes:
+        if node.__class__ is AccumulateGrad:
+            deps.setdefault(node, 0)
+        else:
+            if every_node:
+                deps[node] = 0
+            heapq.heappush(heap, (-node._seq, len(heap), node))
+    pushed = len(heap)
+    previous = None
+    while heap:
+        fn = heapq.heappop(heap)[2]
+        if fn is previous:
+            continue
+        previous = fn
+        while True:  # walk on down the newest input while it is newer than every queued node
+            newest = None  # the newest input that is no accumulator
             if fn._edges is None:  # one input, stored flat (no edge tuple to build)
-                child = fn._in
-                if child in deps:
-                    deps[child] += 1
+                newest = fn._in
+                if newest.__class__ is AccumulateGrad or every_node:
+                    deps[newest] = deps.get(newest, 0) + 1
+                    if newest.__class__ is AccumulateGrad:
+                        break
+            else:
+                for child, _ in fn._edges:
+                    if child is None:
+                        continue
+                    if child.__class__ is AccumulateGrad or every_node:
+                        deps[child] = deps.get(child, 0) + 1
+                        if child.__class__ is AccumulateGrad:
+                            continue
+                    if newest is None:
+                        newest = child
+                    elif child is not newest:
+                        if child._seq > newest._seq:
+                            child, newest = newest, child
+                        heapq.heappush(heap, (-child._seq, pushed, child))
+                        pushed += 1
+                if newest is None:
                     break
-                deps[child] = 1
-                fn = child
-                continue
-            for child, _ in fn._edges:
-                if child is None:
-                    continue
-                if child in deps:
-                    deps[child] += 1
-                else:
-                    deps[child] = 1
-                    if following is None:
-                        following = child
-                    else:
-                        push(child)
-            fn = following
+            if heap and -heap[0][0] >= newest._seq:  # a queued node comes first
+                heapq.heappush(heap, (-newest._seq, pushed, newest))
+                pushed += 1
+                break
+            fn = newest  # (not queued: it is newer than every queued node)
     return deps
 
 
@@ -295,26 +326,30 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     for node, _ in root_edges:
         if node not in root_nodes:
             root_nodes.append(node)
-    task = GraphTask()
-    deps = _count_dependencies(root_nodes)
-    task.deps = deps
+    task = GraphTask(root_nodes)
     relevant = None
     needed = None
     captured: list = []
     capture_at: dict = {}
-    if capture is not None:
+    if capture is None:
+        deps = _count_dependencies(root_nodes)
+    else:
+        reachable = _count_dependencies(root_nodes, every_node=True)
+        task.reachable = reachable
         captured = [None] * len(capture)
         for index, ((node, nr), _tensor) in enumerate(capture):
             capture_at.setdefault(node, []).append((nr, index))
-        targets = {node for node in capture_at if node in deps}
-        needed, deps = _restrict(root_nodes, deps, targets)
+        targets = {node for node in capture_at if node in reachable}
+        needed, deps = _restrict(root_nodes, reachable, targets)
         relevant = needed | targets
         task.relevant = relevant
         if accumulate:
             needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
 
-    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes still waiting
-    heap: list = []  # (-sequence number, counter, node, its buffer) of the ready nodes
+    # The gradient buffers (one slot per output) of the queued nodes and of the accumulators
+    # still waiting for some of their gradients (the next node to run keeps its own, below).
+    buffers: dict = {}
+    heap: list = []  # (-sequence number, counter, node, its buffer) of the queued nodes
     counter = 0
     for (node, nr), g in zip(root_edges, root_grads):
         if relevant is not None and node not in relevant:
@@ -323,13 +358,13 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if buf is None:
             buf = buffers[node] = [None] * len(node._meta)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
-    # ``deps`` counts the gradients each node receives; ``remaining`` tracks, for the nodes that
-    # receive several, how many are still to come (a node receiving one is ready on arrival).
+    # ``deps`` counts the gradients each accumulator receives; ``remaining`` tracks, for those
+    # that receive several, how many are still to come (one receiving one is ready on arrival).
     remaining: dict = {}
     for node in root_nodes:
         if node in buffers:
-            if deps.get(node, 0) == 0:
-                heapq.heappush(heap, (-node._seq, counter, node, buffers.pop(node)))
+            if node.__class__ is not AccumulateGrad or deps[node] == 0:
+                heapq.heappush(heap, (-node._seq, counter, node, buffers[node]))
                 counter += 1
             else:  # its root gradient counts as one more, already arrived
                 deps[node] += 1
@@ -356,6 +391,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 ready = None
             elif heap:
                 _, _, fn, buf = heappop(heap)
+                del buffers[fn]  # every node that hands it a gradient has run
             else:
                 break
             if general or fn._slow or fn._extras is not None:
@@ -384,12 +420,13 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 fn._vcs = ()
             if grads_in is None:
                 # One input whose only gradient this is, running next (a chain): hand it over
-                # without the loop over edges below, its buffer look-ups and the heap.
+                # without the loop over edges below, its buffer look-ups and the heap. (An
+                # input newer than every queued node has no other consumer still to run.)
                 child = fn._in
                 if child is None:
                     continue
                 nr = fn._in_nr
-                if (nr == 0 and relevant is None and deps[child] == 1
+                if (nr == 0 and relevant is None and child.__class__ is not AccumulateGrad
                         and (not heap or -heap[0][0] < child._seq)):
                     if g is not None:
                         shape, dtype = child._meta[0]
@@ -416,20 +453,25 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                         g = _fix_shape(fn, g, shape)
                     if g.dtype is not dtype and g.dtype != dtype:
                         g = g.astype(dtype)
-                count = deps[child]
-                if count == 1:  # the child's only gradient: it is ready now
-                    if nr == 0:
-                        cbuf = [g]  # (the general path pads the buffer of a several-output node)
-                    else:
-                        cbuf = [None] * len(child._meta)
-                        cbuf[nr] = g
+                if child is ready:  # the next node to run: it has a gradient already
+                    cbuf = ready_buf
                 else:
-                    left = remaining.get(child, count) - 1
                     cbuf = buffers.get(child)
-                    if cbuf is None:
+                is_acc = child.__class__ is AccumulateGrad
+                if cbuf is None:  # the child's first gradient
+                    if not is_acc or deps[child] == 1:
+                        if nr == 0 and len(child._meta) == 1:
+                            cbuf = [g]
+                        else:
+                            cbuf = [None] * len(child._meta)
+                            cbuf[nr] = g
+                    else:  # an accumulator waiting for more
                         cbuf = buffers[child] = [None] * len(child._meta)
                         cbuf[nr] = g
-                    elif g is not None:
+                        remaining[child] = deps[child] - 1
+                        continue
+                else:  # sum into the buffer of a node that has received a gradient already
+                    if g is not None:
                         old = cbuf[nr]
                         if old is None:
                             cbuf[nr] = g
@@ -442,24 +484,31 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                             else:
                                 total = np.asarray(total)
                             cbuf[nr] = total
+                    if not is_acc:
+                        continue  # queued already
+                    left = remaining[child] - 1
                     if left:
                         remaining[child] = left
                         continue
                     del buffers[child]
-                # the child is ready: run it next unless a queued node comes first
+                # Queue the child, or run it next when it is newer than every queued node. A
+                # queued node keeps its buffer in ``buffers``, where later gradients find it.
                 seq = child._seq
                 if ready is None:
                     if heap and -heap[0][0] >= seq:
                         heappush(heap, (-seq, counter, child, cbuf))
+                        buffers[child] = cbuf
                         counter += 1
                     else:
                         ready, ready_buf = child, cbuf
                 elif seq > ready._seq:
                     heappush(heap, (-ready._seq, counter, ready, ready_buf))
+                    buffers[ready] = ready_buf
                     counter += 1
                     ready, ready_buf = child, cbuf
                 else:
                     heappush(heap, (-seq, counter, child, cbuf))
+                    buffers[child] = cbuf
                     counter += 1
         for callback in task.callbacks:
             callback()
