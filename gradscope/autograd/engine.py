@@ -1,9 +1,9 @@
-"""The backward engine. Nodes run in descending sequence number, each once all gradients
-flowing into it are summed: a node's consumers were all created after it, so by the time it is
-the newest node waiting, every consumer has run. Only leaf accumulators (which run as soon as
-their gradient is complete, as in PyTorch) need their incoming edges counted first. No
-recursion anywhere, and nothing kept per node of the graph: a chain of a million nodes builds
-no million-entry dict, only the frontier of nodes waiting is remembered."""
+"""The backward engine: count the gradients each node will receive, then run ready nodes from a
+heap keyed on descending sequence number (leaf accumulators first, ties in readiness order).
+No recursion anywhere, and no structure over the whole graph: the count walks the graph newest
+node first, remembering only the nodes queued, and keeps a count only for the nodes that
+receive several gradients (and the accumulators), so that a chain of a million nodes costs no
+million-entry dict."""
 from __future__ import annotations
 
 import heapq
@@ -150,55 +150,56 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
 
 
 def _count_dependencies(root_nodes: list, every_node: bool = False) -> dict:
-    """For every leaf accumulator reachable from the roots (with ``every_node``: every node
-    reachable, roots included), how many edges from reachable nodes point at it.
+    """How many gradients each node reachable from the roots receives (one per edge from a
+    reachable node, plus a root's own), for every leaf accumulator and every node receiving
+    more than one: any other reachable node receives one (``every_node`` lists it as well).
 
-    Nodes are visited newest first (descending sequence number): once a node is visited, no
-    node still to visit has an edge to it, so nothing but the queue is remembered (a node queued
-    by two consumers comes out twice in a row, and is visited once)."""
+    Nodes are visited newest first (descending sequence number). A node's consumers were all
+    created after it, so when it is visited they all have been: nothing but the queue needs
+    remembering, and a node queued by several consumers comes out of it that many times in a row.
+    """
     deps: dict = {}
     heap: list = []  # (-sequence number, push counter, node) of the queued nodes
+    heappush, heappop = heapq.heappush, heapq.heappop
     for node in root_nodes:
         if node.__class__ is AccumulateGrad:
-            deps.setdefault(node, 0)
+            deps[node] = 1
         else:
-            if every_node:
-                deps[node] = 0
-            heapq.heappush(heap, (-node._seq, len(heap), node))
+            heappush(heap, (-node._seq, len(heap), node))
     pushed = len(heap)
-    previous = None
     while heap:
-        fn = heapq.heappop(heap)[2]
-        if fn is previous:
-            continue
-        previous = fn
+        fn = heappop(heap)[2]
+        while heap and heap[0][2] is fn:  # queued by several consumers
+            heappop(heap)
+            deps[fn] = deps.get(fn, 1) + 1
         while True:  # walk on down the newest input while it is newer than every queued node
-            newest = None  # the newest input that is no accumulator
+            if every_node:
+                deps.setdefault(fn, 1)
             if fn._edges is None:  # one input, stored flat (no edge tuple to build)
                 newest = fn._in
-                if newest.__class__ is AccumulateGrad or every_node:
+                if newest.__class__ is AccumulateGrad:
                     deps[newest] = deps.get(newest, 0) + 1
-                    if newest.__class__ is AccumulateGrad:
-                        break
+                    break
             else:
+                newest = None  # the newest input that is no accumulator; the others are queued
                 for child, _ in fn._edges:
                     if child is None:
                         continue
-                    if child.__class__ is AccumulateGrad or every_node:
+                    if child.__class__ is AccumulateGrad:
                         deps[child] = deps.get(child, 0) + 1
-                        if child.__class__ is AccumulateGrad:
-                            continue
-                    if newest is None:
+                    elif newest is None:
                         newest = child
-                    elif child is not newest:
+                    elif child is newest:  # a second edge to the same input
+                        deps[child] = deps.get(child, 1) + 1
+                    else:
                         if child._seq > newest._seq:
                             child, newest = newest, child
-                        heapq.heappush(heap, (-child._seq, pushed, child))
+                        heappush(heap, (-child._seq, pushed, child))
                         pushed += 1
                 if newest is None:
                     break
             if heap and -heap[0][0] >= newest._seq:  # a queued node comes first
-                heapq.heappush(heap, (-newest._seq, pushed, newest))
+                heappush(heap, (-newest._seq, pushed, newest))
                 pushed += 1
                 break
             fn = newest  # (not queued: it is newer than every queued node)
@@ -206,7 +207,7 @@ def _count_dependencies(root_nodes: list, every_node: bool = False) -> dict:
 
 
 def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
-    """Nodes on a path to a target (E4) and the dependency counts among them."""
+    """Nodes on a path to a target (E4) and the gradients each of them receives from them."""
     parents: dict = {}
     for fn in deps:
         for child, _ in fn._next:
@@ -222,6 +223,9 @@ def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
                 stack.append(parent)
     relevant = needed | targets
     restricted = {fn: 0 for fn in relevant}
+    for fn in root_nodes:
+        if fn in relevant:
+            restricted[fn] += 1  # its own gradient
     for fn in needed:
         for child, _ in fn._next:
             if child is not None and child in relevant:
@@ -334,8 +338,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     if capture is None:
         deps = _count_dependencies(root_nodes)
     else:
-        reachable = _count_dependencies(root_nodes, every_node=True)
-        task.reachable = reachable
+        reachable = task.reachable = _count_dependencies(root_nodes, every_node=True)
         captured = [None] * len(capture)
         for index, ((node, nr), _tensor) in enumerate(capture):
             capture_at.setdefault(node, []).append((nr, index))
@@ -346,10 +349,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if accumulate:
             needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
 
-    # The gradient buffers (one slot per output) of the queued nodes and of the accumulators
-    # still waiting for some of their gradients (the next node to run keeps its own, below).
-    buffers: dict = {}
-    heap: list = []  # (-sequence number, counter, node, its buffer) of the queued nodes
+    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes still waiting
+    heap: list = []  # (-sequence number, counter, node, its buffer) of the ready nodes
     counter = 0
     for (node, nr), g in zip(root_edges, root_grads):
         if relevant is not None and node not in relevant:
@@ -358,17 +359,17 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if buf is None:
             buf = buffers[node] = [None] * len(node._meta)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
-    # ``deps`` counts the gradients each accumulator receives; ``remaining`` tracks, for those
-    # that receive several, how many are still to come (one receiving one is ready on arrival).
+    # ``deps`` counts the gradients of the nodes that receive several (a node it does not list
+    # receives one: it is ready on arrival); ``remaining``, how many are still to come.
     remaining: dict = {}
     for node in root_nodes:
         if node in buffers:
-            if node.__class__ is not AccumulateGrad or deps[node] == 0:
-                heapq.heappush(heap, (-node._seq, counter, node, buffers[node]))
+            count = deps.get(node, 1)
+            if count == 1:
+                heapq.heappush(heap, (-node._seq, counter, node, buffers.pop(node)))
                 counter += 1
-            else:  # its root gradient counts as one more, already arrived
-                deps[node] += 1
-                remaining[node] = deps[node] - 1
+            else:  # its root gradient has arrived
+                remaining[node] = count - 1
 
     check_anomaly = anomaly.state.enabled
     prev_mode = grad_mode._state.enabled
@@ -391,7 +392,6 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 ready = None
             elif heap:
                 _, _, fn, buf = heappop(heap)
-                del buffers[fn]  # every node that hands it a gradient has run
             else:
                 break
             if general or fn._slow or fn._extras is not None:
@@ -420,13 +420,12 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 fn._vcs = ()
             if grads_in is None:
                 # One input whose only gradient this is, running next (a chain): hand it over
-                # without the loop over edges below, its buffer look-ups and the heap. (An
-                # input newer than every queued node has no other consumer still to run.)
+                # without the loop over edges below, its buffer look-ups and the heap.
                 child = fn._in
                 if child is None:
                     continue
                 nr = fn._in_nr
-                if (nr == 0 and relevant is None and child.__class__ is not AccumulateGrad
+                if (nr == 0 and relevant is None and child not in deps
                         and (not heap or -heap[0][0] < child._seq)):
                     if g is not None:
                         shape, dtype = child._meta[0]
@@ -453,25 +452,20 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                         g = _fix_shape(fn, g, shape)
                     if g.dtype is not dtype and g.dtype != dtype:
                         g = g.astype(dtype)
-                if child is ready:  # the next node to run: it has a gradient already
-                    cbuf = ready_buf
+                count = deps.get(child, 1)
+                if count == 1:  # the child's only gradient: it is ready now
+                    if nr == 0:
+                        cbuf = [g]  # (the general path pads the buffer of a several-output node)
+                    else:
+                        cbuf = [None] * len(child._meta)
+                        cbuf[nr] = g
                 else:
+                    left = remaining.get(child, count) - 1
                     cbuf = buffers.get(child)
-                is_acc = child.__class__ is AccumulateGrad
-                if cbuf is None:  # the child's first gradient
-                    if not is_acc or deps[child] == 1:
-                        if nr == 0 and len(child._meta) == 1:
-                            cbuf = [g]
-                        else:
-                            cbuf = [None] * len(child._meta)
-                            cbuf[nr] = g
-                    else:  # an accumulator waiting for more
+                    if cbuf is None:
                         cbuf = buffers[child] = [None] * len(child._meta)
                         cbuf[nr] = g
-                        remaining[child] = deps[child] - 1
-                        continue
-                else:  # sum into the buffer of a node that has received a gradient already
-                    if g is not None:
+                    elif g is not None:
                         old = cbuf[nr]
                         if old is None:
                             cbuf[nr] = g
@@ -484,31 +478,24 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                             else:
                                 total = np.asarray(total)
                             cbuf[nr] = total
-                    if not is_acc:
-                        continue  # queued already
-                    left = remaining[child] - 1
                     if left:
                         remaining[child] = left
                         continue
                     del buffers[child]
-                # Queue the child, or run it next when it is newer than every queued node. A
-                # queued node keeps its buffer in ``buffers``, where later gradients find it.
+                # the child is ready: run it next unless a queued node comes first
                 seq = child._seq
                 if ready is None:
                     if heap and -heap[0][0] >= seq:
                         heappush(heap, (-seq, counter, child, cbuf))
-                        buffers[child] = cbuf
                         counter += 1
                     else:
                         ready, ready_buf = child, cbuf
                 elif seq > ready._seq:
                     heappush(heap, (-ready._seq, counter, ready, ready_buf))
-                    buffers[ready] = ready_buf
                     counter += 1
                     ready, ready_buf = child, cbuf
                 else:
                     heappush(heap, (-seq, counter, child, cbuf))
-                    buffers[child] = cbuf
                     counter += 1
         for callback in task.callbacks:
             callback()
