@@ -25,7 +25,7 @@ class GraphTask:
 
     def __init__(self, roots: list) -> None:
         self.roots = roots
-        self.reachable: dict | None = None  # every node reached, found on the first question
+        self.reachable: dict | None = None  # every node reached, listed on the first question
         self.relevant: set | None = None
         self.callbacks: list = []
 
