@@ -1,5 +1,9 @@
-"""The backward engine: dependency counting, then a ready heap keyed on descending sequence
-number (leaf accumulators first, ties in readiness order). No recursion anywhere."""
+"""The backward engine: count the gradients each node will receive, then run ready nodes from a
+heap keyed on descending sequence number (leaf accumulators first, ties in readiness order).
+No recursion anywhere, and no structure over the whole graph: the count walks the graph newest
+node first, remembering only the nodes queued, and keeps a count only for the nodes that
+receive several gradients (and the accumulators), so that a chain of a million nodes costs no
+million-entry dict."""
 from __future__ import annotations
 
 import heapq
@@ -17,10 +21,11 @@ _active_tasks: list["GraphTask"] = []
 class GraphTask:
     """State of one backward call, visible to hooks through ``current_task()``."""
 
-    __slots__ = ("deps", "relevant", "callbacks")
+    __slots__ = ("roots", "reachable", "relevant", "callbacks")
 
-    def __init__(self) -> None:
-        self.deps: dict = {}
+    def __init__(self, roots: list) -> None:
+        self.roots = roots
+        self.reachable: dict | None = None  # every node reached, listed on the first question
         self.relevant: set | None = None
         self.callbacks: list = []
 
@@ -28,7 +33,9 @@ class GraphTask:
         """Whether ``node`` is reached by this backward call (E4 of the hook contract)."""
         if self.relevant is not None:
             return node in self.relevant
-        return node in self.deps
+        if self.reachable is None:
+            self.reachable = _count_dependencies(self.roots, every_node=True)
+        return node in self.reachable
 
 
 def current_task() -> GraphTask | None:
@@ -142,40 +149,65 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     return tuple(final)
 
 
-def _count_dependencies(root_nodes: list) -> dict:
-    """For every node reachable from the roots, how many edges from reachable nodes point at it."""
-    deps: dict = dict.fromkeys(root_nodes, 0)
-    stack = list(root_nodes)
-    pop, push = stack.pop, stack.append
-    while stack:
-        fn = pop()
-        while fn is not None:  # walk on down the first newly seen input (a chain needs no stack)
-            following = None
+def _count_dependencies(root_nodes: list, every_node: bool = False) -> dict:
+    """How many gradients each node reachable from the roots receives (one per edge from a
+    reachable node, plus a root's own), for every leaf accumulator and every node receiving
+    more than one: any other reachable node receives one (``every_node`` lists it as well).
+
+    Nodes are visited newest first (descending sequence number). A node's consumers were all
+    created after it, so when it is visited they all have been: nothing but the queue needs
+    remembering, and a node queued by several consumers comes out of it that many times in a row.
+    """
+    deps: dict = {}
+    heap: list = []  # (-sequence number, push counter, node) of the queued nodes
+    heappush, heappop = heapq.heappush, heapq.heappop
+    for node in root_nodes:
+        if node.__class__ is AccumulateGrad:
+            deps[node] = 1
+        else:
+            heappush(heap, (-node._seq, len(heap), node))
+    pushed = len(heap)
+    while heap:
+        fn = heappop(heap)[2]
+        while heap and heap[0][2] is fn:  # queued by several consumers
+            heappop(heap)
+            deps[fn] = deps.get(fn, 1) + 1
+        while True:  # walk on down the newest input while it is newer than every queued node
+            if every_node:
+                deps.setdefault(fn, 1)
             if fn._edges is None:  # one input, stored flat (no edge tuple to build)
-                child = fn._in
-                if child in deps:
-                    deps[child] += 1
+                newest = fn._in
+                if newest.__class__ is AccumulateGrad:
+                    deps[newest] = deps.get(newest, 0) + 1
                     break
-                deps[child] = 1
-                fn = child
-                continue
-            for child, _ in fn._edges:
-                if child is None:
-                    continue
-                if child in deps:
-                    deps[child] += 1
-                else:
-                    deps[child] = 1
-                    if following is None:
-                        following = child
+            else:
+                newest = None  # the newest input that is no accumulator; the others are queued
+                for child, _ in fn._edges:
+                    if child is None:
+                        continue
+                    if child.__class__ is AccumulateGrad:
+                        deps[child] = deps.get(child, 0) + 1
+                    elif newest is None:
+                        newest = child
+                    elif child is newest:  # a second edge to the same input
+                        deps[child] = deps.get(child, 1) + 1
                     else:
-                        push(child)
-            fn = following
+                        if child._seq > newest._seq:
+                            child, newest = newest, child
+                        heappush(heap, (-child._seq, pushed, child))
+                        pushed += 1
+                if newest is None:
+                    break
+            if heap and -heap[0][0] >= newest._seq:  # a queued node comes first
+                heappush(heap, (-newest._seq, pushed, newest))
+                pushed += 1
+                break
+            fn = newest  # (not queued: it is newer than every queued node)
     return deps
 
 
 def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
-    """Nodes on a path to a target (E4) and the dependency counts among them."""
+    """Nodes on a path to a target (E4) and the gradients each of them receives from them."""
     parents: dict = {}
     for fn in deps:
         for child, _ in fn._next:
@@ -191,6 +223,9 @@ def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
                 stack.append(parent)
     relevant = needed | targets
     restricted = {fn: 0 for fn in relevant}
+    for fn in root_nodes:
+        if fn in relevant:
+            restricted[fn] += 1  # its own gradient
     for fn in needed:
         for child, _ in fn._next:
             if child is not None and child in relevant:
@@ -295,19 +330,20 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     for node, _ in root_edges:
         if node not in root_nodes:
             root_nodes.append(node)
-    task = GraphTask()
-    deps = _count_dependencies(root_nodes)
-    task.deps = deps
+    task = GraphTask(root_nodes)
     relevant = None
     needed = None
     captured: list = []
     capture_at: dict = {}
-    if capture is not None:
+    if capture is None:
+        deps = _count_dependencies(root_nodes)
+    else:
+        reachable = task.reachable = _count_dependencies(root_nodes, every_node=True)
         captured = [None] * len(capture)
         for index, ((node, nr), _tensor) in enumerate(capture):
             capture_at.setdefault(node, []).append((nr, index))
-        targets = {node for node in capture_at if node in deps}
-        needed, deps = _restrict(root_nodes, deps, targets)
+        targets = {node for node in capture_at if node in reachable}
+        needed, deps = _restrict(root_nodes, reachable, targets)
         relevant = needed | targets
         task.relevant = relevant
         if accumulate:
@@ -323,17 +359,17 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         if buf is None:
             buf = buffers[node] = [None] * len(node._meta)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
-    # ``deps`` counts the gradients each node receives; ``remaining`` tracks, for the nodes that
-    # receive several, how many are still to come (a node receiving one is ready on arrival).
+    # ``deps`` counts the gradients of the nodes that receive several (a node it does not list
+    # receives one: it is ready on arrival); ``remaining``, how many are still to come.
     remaining: dict = {}
     for node in root_nodes:
         if node in buffers:
-            if deps.get(node, 0) == 0:
+            count = deps.get(node, 1)
+            if count == 1:
                 heapq.heappush(heap, (-node._seq, counter, node, buffers.pop(node)))
                 counter += 1
-            else:  # its root gradient counts as one more, already arrived
-                deps[node] += 1
-                remaining[node] = deps[node] - 1
+            else:  # its root gradient has arrived
+                remaining[node] = count - 1
 
     check_anomaly = anomaly.state.enabled
     prev_mode = grad_mode._state.enabled
@@ -389,7 +425,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 if child is None:
                     continue
                 nr = fn._in_nr
-                if (nr == 0 and relevant is None and deps[child] == 1
+                if (nr == 0 and relevant is None and child not in deps
                         and (not heap or -heap[0][0] < child._seq)):
                     if g is not None:
                         shape, dtype = child._meta[0]
@@ -416,7 +452,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                         g = _fix_shape(fn, g, shape)
                     if g.dtype is not dtype and g.dtype != dtype:
                         g = g.astype(dtype)
-                count = deps[child]
+                count = deps.get(child, 1)
                 if count == 1:  # the child's only gradient: it is ready now
                     if nr == 0:
                         cbuf = [g]  # (the general path pads the buffer of a several-output node)

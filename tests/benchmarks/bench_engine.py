@@ -21,7 +21,8 @@ Workloads (every variant computes the same thing from the same float32 data):
   step (the ``gs_hook`` / ``gs_plain`` variants of ``bench_monitor.py``).
 
 Report ``scaling`` (also selectable with ``--only``): time and memory per node of a chain of
-1k, 10k, 100k and 1M nodes, gradscope against torch; the time per node should stay flat.
+1k, 10k, 100k and 1M nodes, gradscope against torch and against a plain-Python linked list of
+as many objects (the growth CPython itself gives); the time per node should stay flat.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import concurrent.futures  # noqa: E402
 import gc  # noqa: E402
+import itertools  # noqa: E402
 import multiprocessing  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -506,21 +508,100 @@ def _chain_loss(lib: Any, leaf: Any, nodes: int) -> Any:
     return x.sum()
 
 
-def scaling_seconds_per_node(lib: Any, nodes: int, repeats: int) -> float:
-    """Fastest CPU time per node of forward + backward + freeing the graph, with the garbage
-    collector on (its work grows with the number of live objects, which is what is measured).
-    CPU time of this process, not wall-clock time: a run at 1M nodes lasts seconds, long enough
-    for other processes on the machine to skew a wall-clock comparison between sizes."""
-    leaf = lib.tensor(chain_data(), requires_grad=True)
-    times = []
+class _CollectorClock:
+    """CPU time the cyclic garbage collector spends while installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+
+    def __enter__(self) -> "_CollectorClock":
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        gc.callbacks.remove(self)
+
+
+def _fastest_per_node(run: Callable[[], None], nodes: int, repeats: int) -> tuple[float, float]:
+    """CPU seconds per node of the fastest of ``repeats`` calls of ``run``, and of the garbage
+    collector's work within that call. CPU time of this process, not wall-clock time: a run at
+    1M nodes lasts seconds, long enough for other processes on the machine to skew a wall-clock
+    comparison between sizes."""
+    best = (float("inf"), 0.0)
     for _ in range(repeats):
+        with _CollectorClock() as collector:
+            start = time.process_time()
+            run()
+            elapsed = time.process_time() - start
+        best = min(best, (elapsed, collector.seconds))
+    return best[0] / nodes, best[1] / nodes
+
+
+def scaling_seconds_per_node(lib: Any, nodes: int, repeats: int) -> tuple[float, float]:
+    """Forward + backward + freeing the graph, with the garbage collector on (its work grows
+    with the number of live objects, which is part of what is measured): CPU seconds per node,
+    and the collector's share of them (see ``_fastest_per_node``)."""
+    leaf = lib.tensor(chain_data(), requires_grad=True)
+
+    def run() -> None:
         leaf.grad = None
-        start = time.process_time()
         loss = _chain_loss(lib, leaf, nodes)
         loss.backward()
         del loss
-        times.append(time.process_time() - start)
-    return min(times) / nodes
+
+    return _fastest_per_node(run, nodes, repeats)
+
+
+class _ListNode:
+    """A node of the plain-Python reference chain, with the slots of a gradscope ``Node``."""
+
+    __slots__ = ("previous", "edges", "output_nr", "seq", "saved", "versions", "meta", "extras",
+                 "__weakref__")
+
+    def __init__(self, previous: "_ListNode | None", seq: int, saved: np.ndarray | None) -> None:
+        self.previous = previous
+        self.seq = seq
+        self.saved = saved
+
+
+def python_list_seconds_per_node(nodes: int, repeats: int) -> tuple[float, float]:
+    """The chain as a plain-Python linked list, for reference: one slotted object per node
+    holding the previous one, a sequence number and (``tanh``'s) the saved output; the reverse
+    walk computes the same gradients and drops each saved array; then the list is freed. What
+    is left of its growth is CPython's: the collector walking a million live objects, and the
+    cache misses of reaching them."""
+    x0 = chain_data()
+    scale = np.float32(CHAIN_SCALE)
+
+    def run() -> None:
+        sequence = itertools.count().__next__
+        x = x0
+        node = None
+        for _ in range(nodes // 2):
+            x = np.tanh(x)
+            node = _ListNode(node, sequence(), x)
+            x = x * scale
+            node = _ListNode(node, sequence(), None)
+        grad = np.ones_like(x)
+        current = node
+        while current is not None:
+            saved = current.saved
+            if saved is None:
+                grad = grad * scale
+            else:
+                grad = grad * (1 - saved * saved)
+                current.saved = None
+            current = current.previous
+        del node
+
+    return _fastest_per_node(run, nodes, repeats)
 
 
 def _rss_bytes() -> int | None:
@@ -563,26 +644,36 @@ def _in_fresh_process(function: Callable[..., Any], *args: Any) -> Any:
 
 
 def scaling_report(args: Any) -> dict[str, Any]:
-    """Per-node time and memory of a growing chain graph, gradscope against torch.
+    """Per-node time and memory of a growing chain graph, gradscope against torch and a
+    plain-Python linked list.
 
-    A time is the fastest of 3 runs (1 with ``--quick``), and of more for the small graphs: as
-    many as needed for 100,000 nodes in all, so that a 1,000-node figure is not one noisy run.
+    A time is the fastest over 3 rounds (2 with ``--quick``), each of which times every size
+    once, so that a slow spell on a shared machine does not fall on one size only; a small graph
+    runs several times per round (as many as make 100,000 nodes), so that a 1,000-node figure is
+    not one short run either.
     """
     torch = import_torch()
     gs, reason = import_gradscope()
     libraries = [(name, lib) for name, lib in (("gradscope", gs), ("torch", torch)) if lib is not None]
     rows = []
     for nodes in SCALING_NODES:
-        row: dict[str, Any] = {"nodes": nodes}
+        row: dict[str, Any] = {"nodes": nodes, "python": {}}
         for name, _ in libraries:
             row[name] = _in_fresh_process(graph_memory, name, nodes)
         rows.append(row)
+
+    def keep_fastest(entry: dict[str, Any], timing: tuple[float, float]) -> None:
+        if timing[0] < entry.get("seconds_per_node", float("inf")):
+            entry["seconds_per_node"], entry["gc_seconds_per_node"] = timing
+
     gc.collect()
     gc.freeze()
-    for row in rows:
-        for name, lib in libraries:
-            repeats = max(1 if args.quick else 3, 100_000 // row["nodes"])
-            row[name]["seconds_per_node"] = scaling_seconds_per_node(lib, row["nodes"], repeats)
+    for _ in range(2 if args.quick else 3):
+        for row in rows:
+            repeats = max(1, 100_000 // row["nodes"])
+            for name, lib in libraries:
+                keep_fastest(row[name], scaling_seconds_per_node(lib, row["nodes"], repeats))
+            keep_fastest(row["python"], python_list_seconds_per_node(row["nodes"], repeats))
     gc.unfreeze()
 
     def cell(row: dict[str, Any], name: str, key: str, scale: float, digits: int) -> str:
@@ -590,20 +681,29 @@ def scaling_report(args: Any) -> dict[str, Any]:
         return "n/a" if value is None else f"{value * scale:.{digits}f}"
 
     lines = ["scaling: chain of (tanh, *1.0001) nodes on 16 floats; time = forward + backward + "
-             "freeing the graph, memory = bytes per node",
-             f"{'nodes':>10}{'gs us':>9}{'torch us':>10}{'gs traced B':>13}{'gs RSS B':>10}"
-             f"{'torch RSS B':>13}",
-             "-" * 65]
+             "freeing the graph (us per node; gc: the collector's part), memory = bytes per node",
+             f"{'nodes':>10}{'gs us':>7}{'gs gc':>7}{'py us':>7}{'py gc':>7}{'torch us':>9}"
+             f"{'gs traced B':>12}{'gs RSS B':>9}{'torch RSS B':>12}",
+             "-" * 80]
     for row in rows:
-        lines.append(f"{row['nodes']:>10,}{cell(row, 'gradscope', 'seconds_per_node', 1e6, 2):>9}"
-                     f"{cell(row, 'torch', 'seconds_per_node', 1e6, 2):>10}"
-                     f"{cell(row, 'gradscope', 'traced_peak_bytes_per_node', 1, 0):>13}"
-                     f"{cell(row, 'gradscope', 'rss_bytes_per_node', 1, 0):>10}"
-                     f"{cell(row, 'torch', 'rss_bytes_per_node', 1, 0):>13}")
-    for name, _ in libraries:
-        first, last = rows[0][name]["seconds_per_node"], rows[-1][name]["seconds_per_node"]
-        lines.append(f"{name}: time per node at {SCALING_NODES[-1]:,} nodes / at {SCALING_NODES[0]:,} "
-                     f"nodes = {last / first:.2f}")
+        lines.append(f"{row['nodes']:>10,}{cell(row, 'gradscope', 'seconds_per_node', 1e6, 2):>7}"
+                     f"{cell(row, 'gradscope', 'gc_seconds_per_node', 1e6, 2):>7}"
+                     f"{cell(row, 'python', 'seconds_per_node', 1e6, 2):>7}"
+                     f"{cell(row, 'python', 'gc_seconds_per_node', 1e6, 2):>7}"
+                     f"{cell(row, 'torch', 'seconds_per_node', 1e6, 2):>9}"
+                     f"{cell(row, 'gradscope', 'traced_peak_bytes_per_node', 1, 0):>12}"
+                     f"{cell(row, 'gradscope', 'rss_bytes_per_node', 1, 0):>9}"
+                     f"{cell(row, 'torch', 'rss_bytes_per_node', 1, 0):>12}")
+    for name in [name for name, _ in libraries] + ["python"]:
+        first, last = rows[0][name], rows[-1][name]
+        line = (f"{'python list' if name == 'python' else name}: time per node at {SCALING_NODES[-1]:,} "
+                f"nodes / at {SCALING_NODES[0]:,} nodes = "
+                f"{last['seconds_per_node'] / first['seconds_per_node']:.2f}")
+        if name != "torch":  # (torch's graph is no python objects: its collector's part is nil)
+            without = ((last["seconds_per_node"] - last["gc_seconds_per_node"])
+                       / (first["seconds_per_node"] - first["gc_seconds_per_node"]))
+            line += f"; without the collector's part: {without:.2f}"
+        lines.append(line)
     if gs is None:
         lines.append(f"gradscope: n/a -- {reason}")
     return {"text": "\n".join(lines), "data": rows}
