@@ -196,6 +196,11 @@ class Engine:
                 target.copy_(tensor)
         return list(into)
 
+    def joined(self, copies: Sequence[Any]) -> Any | None:
+        """One tensor holding all of ``copies`` (made by :meth:`clone_all`) when the engine keeps
+        them in one buffer, else None. Its squared norm is the sum of theirs."""
+        return None
+
     def copy_into(self, target: Any, value: Any) -> None:
         """``target.copy_(value)`` without recording graph; ``value`` is a tensor or a numpy array
         (moved to the target's device and cast to its dtype)."""

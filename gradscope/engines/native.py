@@ -73,11 +73,30 @@ class NativeEngine(Engine):
         return Tensor._make(tensor._data.copy())
 
     def clone_all(self, tensors: Sequence[Any], into: Sequence[Any] | None = None) -> list:
-        if into is None:
-            return [Tensor._make(tensor._data.copy()) for tensor in tensors]
-        for target, tensor in zip(into, tensors, strict=True):
-            target._data[...] = tensor._data  # (half the cost of np.copyto per call)
-        return list(into)
+        # Tensors of one dtype are copied into one flat buffer, the copies being views of it: a
+        # later copy into them is one call, and :meth:`joined` reads them as one tensor.
+        arrays = [tensor._data for tensor in tensors]
+        if into is not None:
+            base = _flat_base(into)
+            if base is not None and all(array.dtype == base.dtype for array in arrays):
+                np.concatenate(arrays, axis=None, out=base)
+            else:
+                for target, array in zip(into, arrays, strict=True):
+                    target._data[...] = array  # (half the cost of np.copyto per call)
+            return list(into)
+        if len(arrays) < 2 or any(array.dtype != arrays[0].dtype for array in arrays):
+            return [Tensor._make(array.copy()) for array in arrays]
+        flat = np.concatenate(arrays, axis=None)
+        copies = []
+        offset = 0
+        for array in arrays:
+            copies.append(Tensor._make(flat[offset:offset + array.size].reshape(array.shape)))
+            offset += array.size
+        return copies
+
+    def joined(self, copies: Sequence[Any]) -> Any | None:
+        base = _flat_base(copies)
+        return None if base is None else Tensor._make(base)
 
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
         from gradscope.nn.utils import clip_grad_norm_
@@ -142,6 +161,21 @@ class NativeEngine(Engine):
         import gradscope
 
         return {"gs": gradscope}
+
+
+def _flat_base(copies: Sequence[Any]) -> np.ndarray | None:
+    """The flat buffer that ``copies`` (made by :meth:`NativeEngine.clone_all`) tile, or None."""
+    if not copies:
+        return None
+    base = copies[0]._data.base
+    if base is None or base.ndim != 1:
+        return None
+    total = 0
+    for copy in copies:
+        if copy._data.base is not base:
+            return None
+        total += copy._data.size
+    return base if total == base.size else None
 
 
 class NativeGradientNormTaps(GradientNormTaps):

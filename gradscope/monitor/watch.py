@@ -107,7 +107,7 @@ class Watcher:
                                             named=named, reuse=spare)
             self.divergence.start(parameters, snapshot.parameters if snapshot is not None else None)
             last = step == self.options.steps - 1
-            record, stop = self._train_step(step, batch, parameters, check_update=last)
+            record, stop = self._train_step(step, batch, parameters, check_update=last, snapshot=snapshot)
             self.divergence.finish(record)
             self.history.append(record)
             if record.nonfinite is not None:
@@ -145,21 +145,31 @@ class Watcher:
                            findings=kept, divergence=divergence if kept else None)
 
     def _train_step(self, step: int, batch: Batch, parameters: list[tuple[str, Any]],
-                    check_update: bool = False) -> tuple[StepRecord, bool]:
+                    check_update: bool = False, snapshot: Snapshot | None = None) -> tuple[StepRecord, bool]:
         """One training step with cheap detection; returns the record and whether to stop.
 
         With ``check_update`` (the last step, or a replayed one) the parameters are checked once
-        more after the update (a second transfer), since no next step will see them.
+        more after the update (a second transfer), since no next step will see them. With the
+        step's ``snapshot``, the parameters are checked through its copies (the values the step
+        started from), in one piece when the engine keeps them in one buffer.
         """
         engine = self.workload.engine
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.workload.loss(batch)
         self.workload.backward(loss)
         watched = [p.grad for _, p in parameters]
+        checked: list = []  # the parameters as the step started (the snapshot's copies when there is one)
+        joined = None
         if self.stops_on_nonfinite:
-            watched += [p for _, p in parameters]
+            checked = [p for _, p in parameters] if snapshot is None else \
+                [snapshot.parameters[name] for name, _ in parameters]
+            joined = engine.joined(checked) if snapshot is not None else None
+            watched += checked if joined is None else [joined]
         loss_value, squares = engine.loss_and_squared_norms(loss, watched)
         grad_squares = squares[:len(parameters)]
+        param_squares = squares[len(parameters):]
+        if joined is not None:  # one square for all of them: each one's only to name a non-finite one
+            param_squares = [] if math.isfinite(param_squares[0]) else engine.squared_norms(checked)
         total = sum(value for value in grad_squares if value is not None)
         layer_squares: dict[str, float] = {}
         for module, value in zip(self._layers(parameters), grad_squares):
@@ -167,10 +177,10 @@ class Watcher:
                 layer_squares[module] = layer_squares.get(module, 0.0) + value
         kinds: list[str] = []
         where = None
-        if not math.isfinite(sum(squares[len(parameters):])):  # (squares: finite when every one is)
-            for (_, p), value in zip(parameters, squares[len(parameters):]):
+        if not math.isfinite(sum(param_squares)):  # (squares: finite when every one is)
+            for tensor, value in zip(checked, param_squares):
                 if not math.isfinite(value):
-                    kinds.append(engine.nonfinite_kind(p) or "inf")
+                    kinds.append(engine.nonfinite_kind(tensor) or "inf")
                     where = "parameter"
                     break
         if not math.isfinite(loss_value):
