@@ -144,7 +144,9 @@ class Node:
         after its post-hooks, with the final gradients as numpy arrays (None where there is none),
         which it must not modify; it cannot replace them. For the engine adapter's statistics: no
         handle and no tensor per gradient. Removed with :meth:`_unobserve`."""
-        extras = self._extra()
+        extras = self._extras
+        if extras is None:
+            extras = self._extras = NodeExtras()
         if extras.observers is None:
             extras.observers = {}
         extras.observers[observer] = None
@@ -275,7 +277,9 @@ class AccumulateGrad(Node):
         after its post-hooks, with the final gradients as numpy arrays (None where there is none),
         which it must not modify; it cannot replace them. For the engine adapter's statistics: no
         handle and no tensor per gradient. Removed with :meth:`_unobserve`."""
-        extras = self._extra()
+        extras = self._extras
+        if extras is None:
+            extras = self._extras = NodeExtras()
         if extras.observers is None:
             extras.observers = {}
         extras.observers[observer] = None

@@ -78,11 +78,14 @@ class NativeEngine(Engine):
         arrays = [tensor._data for tensor in tensors]
         if into is not None:
             base = _flat_base(into)
-            if base is not None and all(array.dtype == base.dtype for array in arrays):
-                np.concatenate(arrays, axis=None, out=base)
-            else:
-                for target, array in zip(into, arrays, strict=True):
-                    target._data[...] = array  # (half the cost of np.copyto per call)
+            if base is not None:
+                try:  # (casting="no": a tensor whose dtype changed is copied below, with a cast)
+                    np.concatenate(arrays, axis=None, out=base, casting="no")
+                    return list(into)
+                except (TypeError, ValueError):
+                    pass
+            for target, array in zip(into, arrays, strict=True):
+                target._data[...] = array  # (half the cost of np.copyto per call)
             return list(into)
         if len(arrays) < 2 or any(array.dtype != arrays[0].dtype for array in arrays):
             return [Tensor._make(array.copy()) for array in arrays]
@@ -204,6 +207,13 @@ class NativeGradientNormTaps(GradientNormTaps):
 def _tap(output_slots: tuple, input_slots: tuple, receiver: Callable, grad_inputs: tuple, grad_outputs: tuple
          ) -> None:
     """A node observer of :class:`NativeGradientNormTaps`."""
+    if len(output_slots) == 1 and len(input_slots) == 1:  # (a module of one op: one gradient each way)
+        grad_output, grad_input = grad_outputs[output_slots[0]], grad_inputs[input_slots[0]]
+        output_square = None if grad_output is None else squared_norm(grad_output)
+        input_square = None if grad_input is None else squared_norm(grad_input)
+        if (output_square is None or output_square < math.inf) and (input_square is None or input_square < math.inf):
+            receiver(output_square, input_square, 0)
+            return
     output_square, output_nonfinite = _squares_at(grad_outputs, output_slots)
     input_square, input_nonfinite = _squares_at(grad_inputs, input_slots)
     receiver(output_square, input_square, output_nonfinite + input_nonfinite)

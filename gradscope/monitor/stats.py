@@ -33,6 +33,7 @@ def module_of(parameter_name: str) -> str:
 
 #: Small float arrays are reduced together, in batches of at most this many elements.
 _BATCH_ELEMENTS = 1 << 20
+_FLOAT32 = np.dtype(np.float32)
 
 
 def array_statistics(arrays: Sequence[np.ndarray]) -> list[tuple[float, float, float, int]]:
@@ -44,6 +45,10 @@ def array_statistics(arrays: Sequence[np.ndarray]) -> list[tuple[float, float, f
     reductions per batch instead of one per array. Other arrays are reduced on their own, in single
     passes over their data (no float64 copy).
     """
+    sizes = [array.size for array in arrays]
+    if sizes and max(sizes) <= BATCH_LIMIT and sum(sizes) <= _BATCH_ELEMENTS \
+            and all(array.dtype is _FLOAT32 for array in arrays):  # (the usual case: one batch of them all)
+        return list(_batch_statistics(arrays, sizes))
     result: list = [None] * len(arrays)
     batch: list[np.ndarray] = []
     where: list[int] = []
@@ -54,21 +59,20 @@ def array_statistics(arrays: Sequence[np.ndarray]) -> list[tuple[float, float, f
                              max(float(array.max()), -float(array.min())), int(np.count_nonzero(array)))
             continue
         if elements + array.size > _BATCH_ELEMENTS:
-            for position, statistics in zip(where, _batch_statistics(batch)):
+            for position, statistics in zip(where, _batch_statistics(batch, [array.size for array in batch])):
                 result[position] = statistics
             batch, where, elements = [], [], 0
         batch.append(array)
         where.append(index)
         elements += array.size
     if batch:
-        for position, statistics in zip(where, _batch_statistics(batch)):
+        for position, statistics in zip(where, _batch_statistics(batch, [array.size for array in batch])):
             result[position] = statistics
     return result
 
 
-def _batch_statistics(arrays: list[np.ndarray]) -> Iterator[tuple[float, float, float, int]]:
-    """:func:`array_statistics` of small non-empty float arrays, reduced together."""
-    sizes = [array.size for array in arrays]
+def _batch_statistics(arrays: list[np.ndarray], sizes: list[int]) -> Iterator[tuple[float, float, float, int]]:
+    """:func:`array_statistics` of small non-empty float arrays (of ``sizes`` elements), reduced together."""
     offsets = np.zeros(len(arrays), dtype=np.intp)
     np.cumsum(sizes[:-1], out=offsets[1:])
     flat = np.concatenate(arrays, axis=None, dtype=np.float64)

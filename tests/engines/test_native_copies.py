@@ -40,3 +40,12 @@ def test_mixed_dtypes_and_foreign_tensors_are_copied_one_by_one():
     # copies that are not views of one buffer are still written one by one
     engine.clone_all(mixed, copies)
     np.testing.assert_array_equal(copies[0].numpy(), np.ones(3, np.float32))
+
+
+def test_reuse_after_a_dtype_change_copies_with_a_cast():
+    engine = get_engine("gradscope")
+    tensors = [gs.tensor(np.ones(3, np.float32)), gs.tensor(np.ones(2, np.float32))]
+    copies = engine.clone_all(tensors)
+    changed = [tensors[0], gs.tensor(np.array([2.5, -1.0], np.float64))]
+    engine.clone_all(changed, copies)
+    np.testing.assert_array_equal(engine.joined(copies).numpy(), np.array([1, 1, 1, 2.5, -1.0], np.float32))
