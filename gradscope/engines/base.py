@@ -198,7 +198,8 @@ class Engine:
 
     def joined(self, copies: Sequence[Any]) -> Any | None:
         """One tensor holding all of ``copies`` (made by :meth:`clone_all`) when the engine keeps
-        them in one buffer, else None. Its squared norm is the sum of theirs."""
+        them in one buffer and reading it costs no host synchronisation, else None. Its squared
+        norm is the sum of theirs."""
         return None
 
     def copy_into(self, target: Any, value: Any) -> None:

@@ -149,27 +149,32 @@ class Watcher:
         """One training step with cheap detection; returns the record and whether to stop.
 
         With ``check_update`` (the last step, or a replayed one) the parameters are checked once
-        more after the update (a second transfer), since no next step will see them. With the
-        step's ``snapshot``, the parameters are checked through its copies (the values the step
-        started from), in one piece when the engine keeps them in one buffer.
+        more after the update (a second transfer), since no next step will see them. When the
+        engine keeps the copies of the step's ``snapshot`` in one buffer, the parameters are checked
+        through them, in one piece, as the step starts.
         """
         engine = self.workload.engine
+        checked: list = []  # the parameters checked for NaN/Inf
+        joined_square = None  # their sum of squares, when the snapshot keeps its copies in one buffer
+        if self.stops_on_nonfinite:
+            checked = [p for _, p in parameters]
+            if snapshot is not None:
+                copies = [snapshot.parameters[name] for name, _ in parameters]
+                joined = engine.joined(copies)
+                if joined is not None:  # (read now, while the copies just written are in the cache)
+                    checked = copies
+                    joined_square = engine.squared_norms([joined])[0]
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.workload.loss(batch)
         self.workload.backward(loss)
         watched = [p.grad for _, p in parameters]
-        checked: list = []  # the parameters as the step started (the snapshot's copies when there is one)
-        joined = None
-        if self.stops_on_nonfinite:
-            checked = [p for _, p in parameters] if snapshot is None else \
-                [snapshot.parameters[name] for name, _ in parameters]
-            joined = engine.joined(checked) if snapshot is not None else None
-            watched += checked if joined is None else [joined]
-        loss_value, squares = engine.loss_and_squared_norms(loss, watched)
+        loss_value, squares = engine.loss_and_squared_norms(loss, watched if joined_square is not None
+                                                            else watched + checked)
         grad_squares = squares[:len(parameters)]
-        param_squares = squares[len(parameters):]
-        if joined is not None:  # one square for all of them: each one's only to name a non-finite one
-            param_squares = [] if math.isfinite(param_squares[0]) else engine.squared_norms(checked)
+        if joined_square is None:
+            param_squares = squares[len(parameters):]
+        else:  # one square for all of them: each one's only to name a non-finite one
+            param_squares = [] if math.isfinite(joined_square) else engine.squared_norms(checked)
         total = sum(value for value in grad_squares if value is not None)
         layer_squares: dict[str, float] = {}
         for module, value in zip(self._layers(parameters), grad_squares):
