@@ -395,6 +395,21 @@ def squared_norm(array: np.ndarray) -> float:
 BATCH_LIMIT = 1 << 15
 
 
+def segment_starts(sizes: Sequence[int]) -> np.ndarray:
+    """Where each of arrays of ``sizes`` elements starts once they are concatenated."""
+    starts = np.zeros(len(sizes), dtype=np.intp)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    return starts
+
+
+def exact_squares(arrays: Sequence[np.ndarray]) -> list[float]:
+    """Sums of squares of non-empty float32/float16 arrays, each square taken in float64 (where it
+    can neither overflow nor underflow), all arrays in one buffer: for many small arrays."""
+    flat = np.concatenate(arrays, axis=None, dtype=np.float64)
+    np.multiply(flat, flat, out=flat)
+    return np.add.reduceat(flat, segment_starts([array.size for array in arrays])).tolist()
+
+
 def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:
     """:func:`squared_norm` of each array (None for None). Float32 and float64 arrays take one dot
     product each, called from C (``map``: no Python call per array, and no copy, which on a busy
@@ -409,8 +424,18 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     suspect = ~((values > _FLOAT32_SQUARES_MIN) & (values < math.inf))
     squares = values.tolist()
     if suspect.any():
+        # float32 sums that may have underflowed or overflowed, again in float64: the small ones
+        # together (vanishing gradients make many), the others one by one; float64 ones stand
+        batch = []
         for position in np.flatnonzero(suspect).tolist():
-            squares[position] = squared_norm(plain[position])
+            array = plain[position]
+            if array.dtype is _FLOAT32 and 0 < array.size <= BATCH_LIMIT:
+                batch.append(position)
+            elif array.dtype is not _FLOAT64:
+                squares[position] = squared_norm(array)
+        if batch:
+            for position, square in zip(batch, exact_squares([plain[position] for position in batch])):
+                squares[position] = square
     if len(where) == len(arrays):  # (the usual case: every array a native float32/float64 one)
         return squares
     result: list[float | None] = [None] * len(arrays)

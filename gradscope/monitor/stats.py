@@ -11,6 +11,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_of_arrays
+from gradscope.engines.base import segment_starts
 from gradscope.engines import nonfinite_entries as nonfinite_count  # (number of NaN and Inf entries of an array)
 from gradscope.engines import nonfinite_kind_of_array as nonfinite_kind  # noqa: F401 - public here too
 from gradscope.monitor.records import ParameterRecord
@@ -73,8 +74,7 @@ def array_statistics(arrays: Sequence[np.ndarray]) -> list[tuple[float, float, f
 
 def _batch_statistics(arrays: list[np.ndarray], sizes: list[int]) -> Iterator[tuple[float, float, float, int]]:
     """:func:`array_statistics` of small non-empty float arrays (of ``sizes`` elements), reduced together."""
-    offsets = np.zeros(len(arrays), dtype=np.intp)
-    np.cumsum(sizes[:-1], out=offsets[1:])
+    offsets = segment_starts(sizes)
     flat = np.concatenate(arrays, axis=None, dtype=np.float64)
     nonzero_mask = flat != 0
     # (counting per segment converts every flag to an integer: skipped when no entry is zero)

@@ -176,3 +176,27 @@ def test_squared_norms_of_a_mixed_batch_are_each_arrays_own():
     plain = [array for array in arrays if array is not None and array.dtype == np.float32
              and not np.isnan(array).any()]  # (all float32: the batched path alone)
     assert squared_norms_of_arrays(plain) == [squared_norm(array) for array in plain]
+
+
+def test_many_vanishing_gradients_are_summed_again_in_float64_together():
+    """Vanishing float32 gradients (sums of squares below float32's safe range) are recomputed in
+    float64 in one batch; NaN, Inf, empty, large and float64 arrays next to them keep their own."""
+    import numpy as np
+
+    from gradscope.engines import BATCH_LIMIT, squared_norms_of_arrays
+
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(33).astype(np.float32) * np.float32(10.0 ** -exponent) for exponent in range(16, 26)]
+    arrays += [np.zeros(4, np.float32), np.array([np.nan, 1e-30], np.float32), np.array([np.inf, 0.0], np.float32),
+               np.zeros(0, np.float32), np.full(BATCH_LIMIT + 1, 1e-20, np.float32), np.array([1e-200, 0.0]),
+               np.full(3, 1e30, np.float32)]
+    got = squared_norms_of_arrays(arrays)
+    for value, array in zip(got, arrays):
+        wide = array.astype(np.float64)
+        expected = float(np.sum(wide * wide))
+        if math.isnan(expected):
+            assert math.isnan(value)
+        elif array.dtype == np.float64:
+            assert value == float(np.vdot(array, array))  # (float64 sums stand as they are)
+        else:
+            assert value == pytest.approx(expected, rel=1e-6) and (value > 0) == (expected > 0)
