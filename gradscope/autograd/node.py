@@ -272,24 +272,6 @@ class AccumulateGrad(Node):
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
 
-    def _observe(self, observer: Callable) -> None:
-        """Call ``observer(grad_inputs, grad_outputs)`` each time this node runs in backward,
-        after its post-hooks, with the final gradients as numpy arrays (None where there is none),
-        which it must not modify; it cannot replace them. For the engine adapter's statistics: no
-        handle and no tensor per gradient. Removed with :meth:`_unobserve`."""
-        extras = self._extras
-        if extras is None:
-            extras = self._extras = NodeExtras()
-        if extras.observers is None:
-            extras.observers = {}
-        extras.observers[observer] = None
-
-    def _unobserve(self, observer: Callable) -> None:
-        """Remove ``observer`` (no error when it is not there)."""
-        extras = self._extras
-        if extras is not None and extras.observers:
-            extras.observers.pop(observer, None)
-
     def _hooks_for_slot(self, slot: int) -> OrderedDict:
         return self.variable._leaf_hooks()
 
