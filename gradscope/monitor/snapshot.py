@@ -69,10 +69,8 @@ class Snapshot:
         with engine.no_grad():
             return cls(
                 step=step,
-                parameters=dict(zip((name for name, _ in parameters), engine.clone_all(
-                    [p for _, p in parameters], list(reuse.parameters.values()) if fits else None))),
-                buffers=dict(zip((name for name, _ in buffers), engine.clone_all(
-                    [b for _, b in buffers], list(reuse.buffers.values()) if fits else None))),
+                parameters=_copies(engine, parameters, reuse.parameters if fits else None),
+                buffers=_copies(engine, buffers, reuse.buffers if fits else None),
                 optimizer_state=_clone(engine, optimizer.state_dict()),
                 batch=_clone(engine, batch_raw),
                 rng_state=engine.get_rng_state(),
@@ -180,6 +178,16 @@ def _array(engine: Engine, value: Any) -> np.ndarray:
 
 
 _SCALARS = (int, float, bool, str, type(None))
+
+
+def _copies(engine: Engine, named: list[tuple[str, Any]], into: dict[str, Any] | None) -> dict[str, Any]:
+    """``name -> copy`` of the tensors ``named``; written into the copies of ``into`` (an older
+    snapshot's, of the same names) when given, which is then the dict returned."""
+    tensors = [tensor for _, tensor in named]
+    if into is not None:
+        engine.clone_all(tensors, list(into.values()))
+        return into  # (the same names and the same copy objects, rewritten)
+    return dict(zip((name for name, _ in named), engine.clone_all(tensors)))
 
 
 def _clone(engine: Engine, value: Any) -> Any:

@@ -175,10 +175,11 @@ class Watcher:
             param_squares = squares[len(parameters):]
         else:  # one square for all of them: each one's only to name a non-finite one
             param_squares = [] if math.isfinite(joined_square) else engine.squared_norms(checked)
-        total = sum(value for value in grad_squares if value is not None)
+        total = 0.0
         layer_squares: dict[str, float] = {}
         for module, value in zip(self._layers(parameters), grad_squares):
             if value is not None:
+                total += value
                 layer_squares[module] = layer_squares.get(module, 0.0) + value
         kinds: list[str] = []
         where = None
