@@ -212,7 +212,7 @@ class Watcher:
                         self.update_made_nonfinite = True
                         break
         record = StepRecord(step=step, loss=loss_value, total_grad_norm=norm_from_square(total),
-                            layer_norms=tuple((name, norm_from_square(value)) for name, value in layer_squares.items()),
+                            layer_norms=tuple(zip(layer_squares, map(math.sqrt, layer_squares.values()))),
                             nonfinite=where)
         return record, self._should_stop(kinds)
 
