@@ -178,6 +178,7 @@ def _array(engine: Engine, value: Any) -> np.ndarray:
 
 
 _SCALARS = (int, float, bool, str, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 def _copies(engine: Engine, named: list[tuple[str, Any]], into: dict[str, Any] | None) -> dict[str, Any]:
@@ -194,7 +195,7 @@ def _clone(engine: Engine, value: Any) -> Any:
     """``value`` with every tensor replaced by a detached copy (``requires_grad`` kept)."""
     if type(value) in _SCALARS:
         return value
-    if isinstance(value, list) and all(type(item) in _SCALARS for item in value):
+    if isinstance(value, list) and _SCALAR_TYPES.issuperset(map(type, value)):  # (e.g. a group's parameter indices)
         return list(value)
     if engine.is_tensor(value):
         copy = engine.clone(value)
