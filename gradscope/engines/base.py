@@ -302,7 +302,8 @@ class GradientNormTaps:
     entries among them. :meth:`close` removes every tap of the set.
 
     This version is a post-hook per node that asks :meth:`Engine.squared_norms` for the node's
-    gradients (one host transfer per node); an engine may tap its nodes more cheaply.
+    gradients (one host transfer per node): it sees them as they are at its place among the node's
+    post-hooks. An engine may tap its nodes more cheaply (gradscope's reads them after all of them).
     """
 
     def __init__(self, engine: Engine) -> None:
