@@ -144,9 +144,7 @@ class Node:
         after its post-hooks, with the final gradients as numpy arrays (None where there is none),
         which it must not modify; it cannot replace them. For the engine adapter's statistics: no
         handle and no tensor per gradient. Removed with :meth:`_unobserve`."""
-        extras = self._extras
-        if extras is None:
-            extras = self._extras = NodeExtras()
+        extras = self._extra()
         if extras.observers is None:
             extras.observers = {}
         extras.observers[observer] = None

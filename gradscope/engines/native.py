@@ -62,8 +62,6 @@ class NativeEngine(Engine):
         return tensor._data
 
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
-        if len(tensors) < 3:  # (a monitor's node hook: one or two gradients, one by one)
-            return [None if tensor is None else squared_norm(tensor._data) for tensor in tensors]
         return squared_norms_of_arrays([None if tensor is None else tensor._data for tensor in tensors])
 
     def gradient_norm_taps(self) -> GradientNormTaps:
@@ -211,9 +209,13 @@ def _tap(output_slots: tuple, input_slots: tuple, receiver: Callable, grad_input
         grad_output, grad_input = grad_outputs[output_slots[0]], grad_inputs[input_slots[0]]
         output_square = None if grad_output is None else squared_norm(grad_output)
         input_square = None if grad_input is None else squared_norm(grad_input)
-        if (output_square is None or output_square < math.inf) and (input_square is None or input_square < math.inf):
-            receiver(output_square, input_square, 0)
-            return
+        nonfinite = 0
+        if output_square is not None and not output_square < math.inf:  # (NaN or Inf)
+            nonfinite += nonfinite_entries(grad_output)
+        if input_square is not None and not input_square < math.inf:
+            nonfinite += nonfinite_entries(grad_input)
+        receiver(output_square, input_square, nonfinite)
+        return
     output_square, output_nonfinite = _squares_at(grad_outputs, output_slots)
     input_square, input_nonfinite = _squares_at(grad_inputs, input_slots)
     receiver(output_square, input_square, output_nonfinite + input_nonfinite)
