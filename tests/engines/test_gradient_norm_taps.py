@@ -76,14 +76,20 @@ def test_taps_count_nonfinite_entries(name):
     engine = get_engine(name)
     x, w, f, h, out = _graph(lib)
     got: list = []
+    single: list = []
     taps = engine.gradient_norm_taps()
     taps.add(out.grad_fn, (0,), (0, 1), lambda *numbers: got.append(numbers))
+    taps.add(out.grad_fn, (0,), (1,), lambda *numbers: single.append(numbers))  # (one gradient each way)
+    out.retain_grad()
     (out * lib.tensor([math.nan, 1.0, math.inf, 1.0])).sum().backward()
     taps.close()
     (output_square, input_square, nonfinite), = got
     assert math.isnan(output_square) and math.isnan(input_square)
     # grad_output has one NaN and one Inf per row (2 rows); both inputs get a NaN and an Inf per row
     assert nonfinite == 4 + 4 + 2
+    (output_square, input_square, nonfinite), = single
+    assert math.isnan(output_square) and math.isnan(input_square)
+    assert nonfinite == 4 + int((~np.isfinite(f.grad.detach().numpy())).sum()) == 4 + 2
 
 
 @pytest.mark.parametrize("name", LIBRARIES)
