@@ -18,7 +18,7 @@ _current = {"engine": "gradscope"}
 def sample(name: str) -> str:
     """Path of a sample model file: gradscope's, or its PyTorch twin in tests run by ``engine``."""
     if _current["engine"] == "torch":
-        return str(SAMPLES / "torch" / f"{name}.py")
+        return str(SAMPLES / "torch_models" / f"{name}.py")
     return str(SAMPLES / f"{name}.py")
 
 

@@ -1,7 +1,7 @@
 """Every command on every sample model: exit codes, findings, JSON schemas, stdout vs stderr.
 
 Every test runs twice: on gradscope's sample models and on their PyTorch twins
-(``sample_models/torch/``), which must give the same verdicts.
+(``sample_models/torch_models/``), which must give the same verdicts.
 """
 from __future__ import annotations
 

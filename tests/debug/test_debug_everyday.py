@@ -45,7 +45,7 @@ def test_bundle_opens_the_failing_step_with_its_weights(tmp_path: Path, engine: 
     --step 3 uses) backward is finite; with the bundle's weights it is not."""
     if engine == "torch":
         pytest.importorskip("torch")
-    sample = SAMPLES / ("torch" if engine == "torch" else "") / "nan_norm.py"
+    sample = SAMPLES / ("torch_models" if engine == "torch" else "") / "nan_norm.py"
     bundle = _bundle(tmp_path, sample, steps=5)
     replayed = run("debug", str(sample), "--bundle", str(bundle), "--break", "nan", "--commands",
                    "where; print loss.item(); quit")

@@ -232,13 +232,13 @@ def _shape_of_transcript(text: str) -> list[str]:
 ])
 def test_the_same_session_on_both_engines(sample: str, args: tuple) -> None:
     native = _run("debug", str(SAMPLES / f"{sample}.py"), *args)
-    on_torch = _run("debug", str(SAMPLES / "torch" / f"{sample}.py"), *args)
+    on_torch = _run("debug", str(SAMPLES / "torch_models" / f"{sample}.py"), *args)
     assert native.exit_code == on_torch.exit_code == 0, (native.stderr, on_torch.stderr)
     assert _shape_of_transcript(on_torch.stdout) == _shape_of_transcript(native.stdout)
 
 
 def test_forward_nan_stops_at_the_torch_log_line() -> None:
-    sample = SAMPLES / "torch" / "nan_forward.py"
+    sample = SAMPLES / "torch_models" / "nan_forward.py"
     result = _run("debug", str(sample), "--step", "5", "--break", "forward nan", "--commands", "where; quit")
     line = next(i for i, text in enumerate(sample.read_text().splitlines(), 1) if "torch.log(" in text)
     assert result.stdout.startswith("> stopped at LogBackward0 in features (LogFeatures) · forward: a line of "
@@ -249,7 +249,7 @@ def test_forward_nan_stops_at_the_torch_log_line() -> None:
 
 
 def test_graph_draws_the_grad_fn_graph() -> None:
-    result = _run("debug", str(SAMPLES / "torch" / "mlp.py"), "--break", "module 2 post", "--commands", "graph; quit")
+    result = _run("debug", str(SAMPLES / "torch_models" / "mlp.py"), "--break", "module 2 post", "--commands", "graph; quit")
     assert result.exit_code == 0, result.stderr
     assert "AddmmBackward0 [32, 32] · 2 ✓ ◀ here" in result.stdout
     assert "AccumulateGrad 2.weight [32, 32] · 2 ✓ ◀ here" in result.stdout

@@ -36,7 +36,7 @@ def test_engine_of_objects():
         get_engine("jax")
 
 
-@pytest.mark.parametrize("model,engine,words", [("torch/mlp.py", "gradscope", "PyTorch module"),
+@pytest.mark.parametrize("model,engine,words", [("torch_models/mlp.py", "gradscope", "PyTorch module"),
                                                 ("mlp.py", "torch", "gradscope module")])
 def test_engine_mismatch_is_a_model_error(tmp_path, monkeypatch, model, engine, words):
     monkeypatch.chdir(tmp_path)
@@ -50,11 +50,11 @@ def test_engine_mismatch_is_a_model_error(tmp_path, monkeypatch, model, engine, 
 
 
 def test_graph_draws_torchs_grad_fn_graph():
-    result = run("graph", str(SAMPLES / "torch" / "mlp.py"))
+    result = run("graph", str(SAMPLES / "torch_models" / "mlp.py"))
     assert result.exit_code == 0, result.stderr
     assert "AddmmBackward0" in result.stdout and "AccumulateGrad 0.weight [32, 8]" in result.stdout
     assert "NllLossBackward0" in result.stdout
-    dot = run("graph", str(SAMPLES / "torch" / "mlp.py"), "--format", "dot").stdout
+    dot = run("graph", str(SAMPLES / "torch_models" / "mlp.py"), "--format", "dot").stdout
     assert dot.startswith("digraph") and "AddmmBackward0" in dot
 
 
@@ -97,7 +97,7 @@ def test_rng_state_and_snapshot_round_trip_through_a_bundle(tmp_path):
     from gradscope.loading import load_model_file
     from gradscope.monitor.snapshot import Snapshot
 
-    source = (SAMPLES / "torch" / "mlp.py").read_text().replace("nn.ReLU(),\n    nn.Linear(32, 32)",
+    source = (SAMPLES / "torch_models" / "mlp.py").read_text().replace("nn.ReLU(),\n    nn.Linear(32, 32)",
                                                                  "nn.Dropout(0.5),\n    nn.Linear(32, 32)")
     (tmp_path / "dropout.py").write_text(source.replace("def batch", "def make_optimizer(parameters):\n"
                                                         "    return torch.optim.Adam(parameters, lr=1e-2)\n\n\n"
