@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
-from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
@@ -18,6 +17,7 @@ from gradscope.debug.graph import AutogradGraph, GraphNode, TreeLine, node_label
 from gradscope.debug.stats import MissingTensor
 from gradscope.debug.text import number, sparkline, state_mark
 from gradscope.debug.views import (BreakpointList, GradsView, GraphView, LayerTable, ParamsView, Position)
+from gradscope.render.layout import Column, FittedTable
 
 _STATUS_STYLE = {"done": "green", "pending": "dim", "running": "cyan", "no grad": "dim"}
 
@@ -68,11 +68,17 @@ def _nonfinite(count: int) -> Text:
 
 
 def render_grads(view: GradsView) -> RenderableType:
-    """``grads``: one row per tensor with its statistics and a histogram of its values."""
-    table = Table(title=Text(view.title), title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("tensor", "shape", "norm", "mean", "abs max", "non-finite", "histogram", "range"):
-        table.add_column(column, justify="right" if column in ("norm", "mean", "abs max", "non-finite") else "left",
-                         no_wrap=True)
+    """``grads``: one row per tensor with its statistics and a histogram of its values.
+
+    The table fits the console it is drawn on as ``inspect``'s tables do (see
+    :mod:`gradscope.render.layout`): no name or number is cut; the least useful columns are left
+    out first and named; when even the tensor, its norm and its non-finite count do not fit, each
+    tensor becomes a ``name value`` block.
+    """
+    columns = [Column("tensor", "left"), Column("shape", "left", drop=4), Column("norm"), Column("mean", drop=6),
+               Column("abs max", drop=5), Column("non-finite", drop=1),
+               Column("histogram", "left", drop=7, style="blue", stacked=False), Column("range", "left", drop=3)]
+    rows = []
     missing = []
     for group in view.groups:
         for entry in group.entries:
@@ -82,57 +88,58 @@ def render_grads(view: GradsView) -> RenderableType:
             label = Text(entry.label)
             if entry.edited:
                 label.append(" (edited)", style="magenta")
-            table.add_row(label, str(list(entry.shape)), number(entry.norm), number(entry.mean),
-                          number(entry.abs_max), _nonfinite(entry.nonfinite),
-                          Text(sparkline(entry.histogram), style="blue"),
-                          f"[{number(entry.low)}, {number(entry.high)}]")
-    parts: list = [table] if table.row_count else [Text(view.title)]
+            rows.append([label, _shape(entry.shape), number(entry.norm), number(entry.mean), number(entry.abs_max),
+                         _nonfinite(entry.nonfinite), sparkline(entry.histogram),
+                         f"[{number(entry.low)}, {number(entry.high)}]"])
+    parts: list = [FittedTable(columns, rows, title=view.title)] if rows else [Text(view.title)]
     return Group(*parts, *missing, *_notes(view.notes))
 
 
 def render_layer_table(view: LayerTable) -> RenderableType:
-    """``table``: one row per module call, in forward order."""
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("module", "type", "status", "grad_output", "grad_input", "param grad", "non-finite", "edits"):
-        table.add_column(column, justify="right" if column in ("grad_output", "grad_input", "param grad",
-                                                               "non-finite") else "left", no_wrap=column != "edits")
+    """``table``: one row per module call, in forward order (fitted like ``grads``)."""
+    columns = [Column("module", "left"), Column("type", "left", drop=3), Column("status", "left"),
+               Column("grad_output"), Column("grad_input", drop=4), Column("param grad", drop=5),
+               Column("non-finite", drop=1), Column("edits", "left", drop=2, style="magenta")]
+    rows = []
     for row in view.rows:
         style = "bold yellow" if row.status.startswith("current") else _STATUS_STYLE.get(row.status, "")
-        table.add_row(Text(row.module), row.module_type, Text(row.status, style=style), number(row.grad_output_norm),
-                      number(row.grad_input_norm), number(row.param_grad_norm), _nonfinite(row.nonfinite),
-                      Text(row.edits, style="magenta"))
+        rows.append([Text(row.module), row.module_type, Text(row.status, style=style), number(row.grad_output_norm),
+                     number(row.grad_input_norm), number(row.param_grad_norm), _nonfinite(row.nonfinite),
+                     row.edits])
     total = Text(f"total parameter gradient norm: {number(view.total_param_grad_norm)}")
-    return Group(table, total, *_notes(view.notes))
+    return Group(FittedTable(columns, rows), total, *_notes(view.notes))
 
 
 def render_params(view: ParamsView) -> RenderableType:
-    """``params``: the current module's parameters and their gradients."""
+    """``params``: the current module's parameters and their gradients (fitted like ``grads``)."""
     if not view.rows:
         return Group(Text(f"parameters of {view.module}: none"), *_notes(view.notes))
-    table = Table(title=Text(f"parameters of {view.module}"), title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("parameter", "shape", "status", "grad norm", "grad mean", "grad abs max", "non-finite",
-                   "param norm"):
-        table.add_column(column, justify="left" if column in ("parameter", "shape", "status") else "right",
-                         no_wrap=True)
+    columns = [Column("parameter", "left"), Column("shape", "left", drop=4), Column("status", "left", drop=3),
+               Column("grad norm"), Column("grad mean", drop=6), Column("grad abs max", drop=5),
+               Column("non-finite", drop=1), Column("param norm", drop=2)]
+    rows = []
     for row in view.rows:
         style = "green" if row.status == "accumulated" else "dim"
-        table.add_row(Text(row.name), str(list(row.shape)), Text(row.status, style=style), number(row.grad_norm),
-                      number(row.grad_mean), number(row.grad_abs_max), _nonfinite(row.nonfinite),
-                      number(row.param_norm))
-    return Group(table, *_notes(view.notes))
+        rows.append([Text(row.name), _shape(row.shape), Text(row.status, style=style), number(row.grad_norm),
+                     number(row.grad_mean), number(row.grad_abs_max), _nonfinite(row.nonfinite),
+                     number(row.param_norm)])
+    return Group(FittedTable(columns, rows, title=f"parameters of {view.module}"), *_notes(view.notes))
 
 
 def render_breakpoints(view: BreakpointList) -> RenderableType:
-    """``breakpoints``: number, condition, where it is checked, enabled, hits."""
+    """``breakpoints``: number, condition, where it is checked, enabled, hits (fitted like ``grads``)."""
     if not view.rows:
         return Text("no breakpoints")
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("#", "condition", "checked at", "enabled", "hits"):
-        table.add_column(column, justify="right" if column in ("#", "hits") else "left")
-    for row in view.rows:
-        table.add_row(str(row.number), Text(row.condition), row.phases,
-                      Text("yes", style="green") if row.enabled else Text("no", style="dim"), str(row.hits))
-    return table
+    columns = [Column("#"), Column("condition", "left"), Column("checked at", "left", drop=2),
+               Column("enabled", "left", drop=3), Column("hits", drop=1)]
+    rows = [[str(row.number), Text(row.condition), row.phases,
+             Text("yes", style="green") if row.enabled else Text("no", style="dim"), str(row.hits)]
+            for row in view.rows]
+    return FittedTable(columns, rows)
+
+
+def _shape(shape: tuple) -> str:
+    return "[" + ", ".join(str(size) for size in shape) + "]"
 
 
 def _node_text(line: TreeLine) -> Text:

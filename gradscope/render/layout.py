@@ -166,7 +166,8 @@ def _spread(widths: list[int], headers: list[int], width: int | None) -> list[in
 def _left_out_label(column: Column, rows: Sequence[Sequence[Cell]], index: int) -> str:
     if rows and column.stacked and _uniform(rows, index):
         value = rows[0][index]
-        return f"{column.header} (all {value.plain if isinstance(value, Text) else value})"
+        plain = value.plain if isinstance(value, Text) else value
+        return f"{column.header} ({'all ' + plain if plain.strip() else 'none'})"
     return column.header
 
 
