@@ -5,6 +5,7 @@ import math
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -54,8 +55,15 @@ def norm_bar(value: float | None, low: float = BAR_LOW, high: float = BAR_HIGH, 
     return Text(bar.ljust(width), style=style)
 
 
-def sparkline(values: Sequence[float]) -> str:
-    """A one-line sparkline of ``values`` (non-finite values shown as ``!``)."""
+def sparkline(values: Sequence[float], width: int | None = None) -> str:
+    """A one-line sparkline of ``values`` (non-finite values shown as ``!``), at most ``width``
+    characters long (None: one character per value).
+
+    A longer series is resampled (see :func:`resample`): each character stands for a run of
+    consecutive values, and a run that holds a non-finite value shows ``!``, so the first
+    non-finite step stays visible however long the series is.
+    """
+    values = resample(values, width) if width is not None else list(values)
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
         return "!" * len(values)
@@ -63,6 +71,58 @@ def sparkline(values: Sequence[float]) -> str:
     span = (high - low) or 1.0
     return "".join(_SPARKS[min(int((v - low) / span * len(_SPARKS)), len(_SPARKS) - 1)]
                    if math.isfinite(v) else "!" for v in values)
+
+
+def resample(values: Sequence[float], width: int) -> list[float]:
+    """``values`` in at most ``width`` buckets of consecutive values (the first buckets one value
+    longer when the length does not divide evenly): the mean of each bucket, or NaN when the
+    bucket holds a non-finite value."""
+    values = list(values)
+    width = max(width, 1)
+    if len(values) <= width:
+        return values
+    size, extra = divmod(len(values), width)
+    buckets, start = [], 0
+    for index in range(width):
+        end = start + size + (index < extra)
+        bucket = values[start:end]
+        buckets.append(sum(bucket) / len(bucket) if all(math.isfinite(v) for v in bucket) else math.nan)
+        start = end
+    return buckets
+
+
+class TrendLine:
+    """A line of text followed by a sparkline of ``values`` that fits the console it is drawn on.
+
+    The sparkline takes the room left on the line (resampled when the series is longer, see
+    :func:`sparkline`); when less than ``MIN_WIDTH`` characters are left it goes on a line of its
+    own, indented by two spaces. Without a known width (a measurement), it is one character per value.
+
+    Args:
+        text: what comes before the sparkline.
+        values: the series.
+        style: the rich style of the whole line.
+    """
+
+    MIN_WIDTH = 12
+
+    def __init__(self, text: str, values: Sequence[float], style: str = "") -> None:
+        self.text = text
+        self.values = list(values)
+        self.style = style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        room = width - cell_width(self.text) - 1
+        if room >= min(self.MIN_WIDTH, len(self.values)):
+            yield Text(f"{self.text}{' ' if self.text else ''}{sparkline(self.values, room)}", style=self.style)
+            return
+        yield Text(self.text.rstrip(), style=self.style)
+        yield Text("  " + sparkline(self.values, max(width - 2, 1)), style=self.style)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        natural = cell_width(self.text) + 1 + len(self.values)
+        return Measurement(min(cell_width(self.text), natural), natural).clamp(max_width=options.max_width)
 
 
 def findings_view(findings: Iterable["Finding"]) -> RenderableType:
@@ -279,8 +339,8 @@ def watch_summary(report: "WatchReport") -> RenderableType:
     parts: list[RenderableType] = []
     if report.history:
         losses = [r.loss for r in report.history]
-        parts.append(Text(f"{report.steps_run} step{'s' if report.steps_run != 1 else ''} run   "
-                          f"loss {fmt(losses[0])} -> {fmt(losses[-1])}   {sparkline(losses)}", style="bold"))
+        parts.append(TrendLine(f"{report.steps_run} step{'s' if report.steps_run != 1 else ''} run   "
+                               f"loss {fmt(losses[0])} -> {fmt(losses[-1])}  ", losses, style="bold"))
     else:
         parts.append(Text("no step completed", style="bold"))
     if report.status == "interrupted":
@@ -368,8 +428,9 @@ def run_summary(report: "RunReport") -> RenderableType:
     history = report.history
     if history:
         losses = [r.loss for r in history if r.loss is not None] or [math.nan]
-        parts.append(Text(f"gradscope run {report.script}: {report.steps_run} step{'s' if report.steps_run != 1 else ''}"
-                          f"   loss {fmt(losses[0])} -> {fmt(losses[-1])}   {sparkline(losses)}", style="bold"))
+        parts.append(TrendLine(f"gradscope run {report.script}: {report.steps_run} "
+                               f"step{'s' if report.steps_run != 1 else ''}   loss {fmt(losses[0])} -> "
+                               f"{fmt(losses[-1])}  ", losses, style="bold"))
         columns = [Column("layer", "left"), Column("first", drop=3), Column("last"), Column("min", drop=2),
                    Column("max", drop=1), Column(f"log10 last [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=4,
                                                  stacked=False)]
