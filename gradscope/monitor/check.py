@@ -16,7 +16,7 @@ from gradscope.loading import Batch, Workload
 from gradscope.monitor.analysis import (Thresholds, Waiver, apply_waivers, gradient_findings, has_errors,
                                         loss_broadcast_findings, zero_by_construction)
 from gradscope.monitor.diagnose import NormalizationInputs, loss_warnings
-from gradscope.monitor.inspect import data_findings, locate_graph_cuts
+from gradscope.monitor.inspect import data_findings, locate_graph_cuts, locate_nonfinite
 from gradscope.monitor.records import CHECK_FINDINGS, CheckReport, CheckResult, Finding, ParameterRecord
 from gradscope.monitor.snapshot import Snapshot
 from gradscope.monitor.stats import module_of, parameter_records
@@ -61,6 +61,9 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
     if it holds on every step. ``parameters_update`` checks the first optimizer step. The model is
     put back in its initial state before the overfit run and at the end. A bias that only feeds a
     normalisation layer gets an informational note instead of a vanishing/unchanged error.
+    When a NaN/Inf appears, the failing step runs again with full instrumentation (``watch
+    --nan``'s localisation): one ``nonfinite`` finding says at which step and where it started and
+    lists the parameters it reached, and the report's ``first_nonfinite`` holds the origin.
     """
     report = progress or _no_progress
     model = workload.model
@@ -71,9 +74,12 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
     unchanged: list[Finding] = []
     broadcast: list[Finding] = []
     normalization = NormalizationInputs(model, engine)
+    origin = None
+    snapshot: Snapshot | None = None
     for step in range(options.steps):
         report("gradient checks", step, options.steps)
         batch = workload.batch(step)
+        previous, snapshot = snapshot, Snapshot.capture(step, model, optimizer, batch.raw, workload.label, engine)
         optimizer.zero_grad(set_to_none=True)
         with loss_warnings() as messages, normalization if step == 0 else contextlib.nullcontext():
             loss = workload.loss(batch)
@@ -88,6 +94,8 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
         if before is not None:
             unchanged = _unchanged(workload, records, before)
         if any(f.check == "nonfinite" for f in per_step[-1]):
+            failing = previous if previous is not None and _holds_nonfinite(engine, snapshot) else snapshot
+            per_step[-1], origin = locate_nonfinite(workload, failing, optimizer, per_step[-1])
             break
     findings = zero_by_construction(broadcast + _combine(per_step) + unchanged, normalization.followed_by)
     if any(f.check == "no_grad" for f in findings):
@@ -116,7 +124,13 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
         results.append(CheckResult("gradcheck", "skip", "not run (use --gradcheck)"))
     initial.restore(model, optimizer)
     return CheckReport(model=workload.label, passed=all(r.status != "fail" for r in results),
-                       checks=tuple(results), findings=tuple(findings), waived=len(waived))
+                       checks=tuple(results), findings=tuple(findings), waived=len(waived), first_nonfinite=origin)
+
+
+def _holds_nonfinite(engine: Engine, snapshot: Snapshot) -> bool:
+    """Whether a parameter was already NaN/Inf when the snapshot's step started (the update of the
+    step before made it so)."""
+    return not all(math.isfinite(square) for square in engine.squared_norms(list(snapshot.parameters.values())))
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -149,6 +163,8 @@ def _result(name: str, findings: list[Finding]) -> CheckResult:
                   ("note", sum(f.severity == "info" for f in relevant))) if n]
         return CheckResult(name, "pass", _PASS_MESSAGES[name] + (f" ({', '.join(notes)})" if notes else ""))
     errors = [f for f in relevant if f.severity == "error"]
+    if name == "finite":  # one finding: at which step and where it started, then what it reached
+        return CheckResult(name, "fail", errors[0].message)
     subjects = [subject for f in errors for subject in (f.parameters or (f.parameter,)) if subject is not None]
     if not subjects:
         return CheckResult(name, "fail", errors[0].message)

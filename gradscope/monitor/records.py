@@ -122,7 +122,8 @@ class ParameterRecord:
 
 @dataclass(frozen=True)
 class InspectReport:
-    """What ``inspect`` measured on one forward and backward pass."""
+    """What ``inspect`` measured on one forward and backward pass (``first_nonfinite``: where a
+    NaN/Inf of the pass started, when there was one)."""
 
     model: str
     step: int
@@ -131,6 +132,7 @@ class InspectReport:
     modules: tuple[ModuleRecord, ...]
     parameters: tuple[ParameterRecord, ...]
     findings: tuple[Finding, ...]
+    first_nonfinite: "NonFiniteOrigin | None" = None
 
 
 @dataclass(frozen=True)
@@ -300,10 +302,11 @@ class CheckResult:
 @dataclass(frozen=True)
 class CheckReport:
     """All checks and the findings behind the failing ones (``waived``: how many findings the
-    user's waivers left out)."""
+    user's waivers left out; ``first_nonfinite``: where the first NaN/Inf started, when one appeared)."""
 
     model: str
     passed: bool
     checks: tuple[CheckResult, ...]
     findings: tuple[Finding, ...]
     waived: int = 0
+    first_nonfinite: "NonFiniteOrigin | None" = None
