@@ -69,10 +69,18 @@ def check(ctx: click.Context, **_: Any) -> None:
 
         app.write(check_to_junit(report))
     elif output_format == "github":
+        from gradscope.monitor.definitions import ModuleDefinitions
+        from gradscope.monitor.tracing import relative_source
         from gradscope.render.ci import check_to_github
 
-        lines = {f.module or "": workload.module_line(f.module or "") or 1 for f in report.findings}
-        app.write(check_to_github(report, run.model_file, lines))
+        defined = ModuleDefinitions(workload.model, workload.path)
+        places = {}
+        for finding in report.findings:
+            found = defined(finding.module)
+            if found is not None:
+                path, _, line = relative_source(*found).rpartition(":")
+                places[finding.module or ""] = (path, int(line))
+        app.write(check_to_github(report, run.model_file, places))
     else:
         from gradscope.render.tables import check_view
 

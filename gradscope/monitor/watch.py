@@ -230,8 +230,9 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
              clip: float | None = None, progress: Progress | None = None) -> NonFiniteOrigin | None:
     """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started.
 
-    1. Forward pass with global forward hooks (and line tracing of the model file): the first module
-       whose inputs are finite but whose output is not, and the line that produced it.
+    1. Forward pass with global forward hooks (and line tracing of the model file and the user's
+       files it imports): the first module whose inputs are finite but whose output is not, and
+       the line that produced it.
     2. If the forward pass is finite: backward pass with a post-hook on every autograd node that
        checks NaN and Inf: the first node whose incoming gradients are finite but whose outgoing
        ones are not, the module call that created it, and the line (recorded in forward).
@@ -260,7 +261,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         return origin
 
     report(f"locating the non-finite value of step {step}: forward pass", 0, 2)
-    forward = ForwardNonFiniteTracer(model, workload.path, engine)
+    forward = ForwardNonFiniteTracer(model, engine=engine, follow=_user_lines(workload))
     with forward:
         loss = workload.loss(_tracking_inputs(batch))
     loss_value = float(loss.item())
@@ -392,6 +393,13 @@ def _first_nonfinite_gradient(workload: Workload) -> str | None:
         if not math.isfinite(square):
             return name
     return None
+
+
+def _user_lines(workload: Workload) -> Callable[[str, int], bool]:
+    """The files whose lines the forward re-run traces: the model file and the user's files it
+    imports (layers defined in another file are the usual layout)."""
+    model_file = None if workload.path is None else str(workload.path)
+    return lambda filename, line: filename == model_file or is_user_file(filename)
 
 
 def _source_from_trace(workload: Workload, trace: list[tuple[str, int]]) -> str | None:

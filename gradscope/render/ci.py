@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ElementTree
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Union
 
 from gradscope.monitor.records import CHECK_FINDINGS
 
@@ -35,22 +35,30 @@ def check_to_junit(report: "CheckReport", suite_name: str = "gradscope") -> str:
 _GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
-def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] | None = None) -> str:
+# Where a module is defined: a line of the model file, or ``(file, line)`` in any file.
+Place = Union[int, "tuple[str, int]"]
+
+
+def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, Place] | None = None) -> str:
     """GitHub Actions annotations: ``::error file=F,line=L,title=T::message`` per finding
     (``::warning`` for a warning, ``::notice`` for an informational note).
+
+    A finding with a ``source`` (the line where a NaN started, a ``.detach()``) points at it, in
+    whichever file it is; otherwise at where its module is defined (``lines``); otherwise at
+    line 1 of the model file. A path that is the model file is written as ``file`` is.
 
     Args:
         report: the check report.
         file: the model file path as the annotation should name it.
-        lines: module path -> line in ``file`` (a finding without a known line points at line 1).
+        lines: module path -> its line in ``file``, or ``(path, line)`` in another file.
     """
     lines = lines or {}
     out = []
     for finding in report.findings:
         level = _GITHUB_LEVELS.get(finding.severity, "warning")
-        line = _line_in(finding.source, file) or lines.get(finding.module or "", 1)
+        path, line = _place(finding.source, lines.get(finding.module or ""), file)
         title = f"gradscope {finding.check}"
-        out.append(f"::{level} file={_escape_property(file)},line={line},title={_escape_property(title)}::"
+        out.append(f"::{level} file={_escape_property(path)},line={line},title={_escape_property(title)}::"
                    f"{_escape_data(finding.message)}")
     for check in report.checks:
         if check.status == "fail" and not _findings_of(report, check.name):
@@ -61,13 +69,20 @@ def check_to_github(report: "CheckReport", file: str, lines: Mapping[str, int] |
     return "\n".join(out) + "\n"
 
 
-def _line_in(source: str | None, file: str) -> int | None:
-    """The line of a ``file:line`` source when it is in ``file``."""
-    if source is None:
-        return None
-    path, _, line = source.rpartition(":")
-    same = os.path.normpath(path) == os.path.normpath(file) or os.path.abspath(path) == os.path.abspath(file)
-    return int(line) if same and line.isdigit() else None
+def _place(source: str | None, defined: Place | None, file: str) -> tuple[str, int]:
+    """``(path, line)`` of an annotation: the finding's ``file:line`` source, else where its module
+    is defined, else line 1 of ``file``."""
+    if source is not None:
+        path, _, line = source.rpartition(":")
+        if path and line.isdigit():
+            return (file if _same_file(path, file) else path), int(line)
+    if isinstance(defined, tuple):
+        return (file if _same_file(defined[0], file) else defined[0]), defined[1]
+    return file, defined or 1
+
+
+def _same_file(path: str, file: str) -> bool:
+    return os.path.normpath(path) == os.path.normpath(file) or os.path.realpath(path) == os.path.realpath(file)
 
 
 def _findings_of(report: "CheckReport", check_name: str) -> list["Finding"]:
