@@ -119,7 +119,8 @@ def debug(ctx: click.Context, conditions: tuple[str, ...], commands: str | None,
         batch = _recording_inputs(batch)
     shell = DebuggerShell(RichPresenter(app.out), commands=script)
     run_debug_step(workload.model, lambda: workload.loss(batch), shell, conditions=list(conditions), step=step,
-                   backward=workload.backward, locate=locate, engine=workload.engine)
+                   backward=workload.backward, locate=locate, engine=workload.engine,
+                   forward_again=lambda: workload.loss(_recording_inputs(batch)))
     run.exit(ExitCode.OK)
 
 

@@ -40,7 +40,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from gradscope.debug.conditions import BreakpointTable, Event
+from gradscope.debug.conditions import NONFINITE_KINDS, BreakpointTable, Event
 from gradscope.debug.forward import ValueWatch
 from gradscope.debug.graph import HOOK_NODE, AutogradGraph, build_graph
 from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tensor_stats, total_norm
@@ -321,6 +321,32 @@ class DebugSession:
             return nullcontext()
         self.value_watch = ValueWatch(self.engine, self.user_code, self._forward_value)
         return self.value_watch
+
+    def forward_breakpoint_for(self, loss: Any) -> str | None:
+        """The ``forward`` condition that stops at the line which made the loss NaN/Inf, when the
+        loss is already non-finite before backward starts and the breakpoints that look for
+        NaN/Inf only check backward points (they would stop far from the cause, at the loss's
+        own nodes); None otherwise."""
+        if self.watches_forward_values():
+            return None
+        kind = self._loss_kind(loss)
+        if kind is None:
+            return None
+        backward_only = [b for b in self.breakpoints.breakpoints
+                         if b.enabled and b.kinds() & NONFINITE_KINDS and "forward" not in b.phases]
+        return f"forward {kind}" if backward_only else None
+
+    def forget_forward(self) -> None:
+        """Forget the forward pass recorded so far (before running it again from the same state)."""
+        self.tracker.reset()
+        self._reset_pass()
+        self.state = "idle"
+
+    def _loss_kind(self, loss: Any) -> str | None:
+        """``"nan"``/``"inf"`` when the loss is a tensor that holds one, else None."""
+        if not self.engine.is_tensor(loss):
+            return None
+        return self.engine.nonfinite_kind(loss)
 
     # ---------------------------------------------------------------- driving one step
     def begin_backward(self, loss: Any) -> None:
@@ -814,7 +840,12 @@ class DebugSession:
         if stop.phase == "start":
             loss = self.position().loss
             value = "" if loss is None else f" (loss = {loss:.6g})"
-            return f"stopped before backward{value}: forward done, backward not started"
+            banner = f"stopped before backward{value}: forward done, backward not started"
+            kind = self._loss_kind(self.loss)
+            if kind is not None:
+                banner += (f" · the loss is already {kind}: the forward pass made it "
+                           f"(--break 'forward {kind}' stops at the line that did)")
+            return banner
         what = {"forward": "output computed", "pre": "grad_output known, before its backward",
                 "post": "grad_input known, after its backward", "node": "node ran"}[stop.phase]
         place = stop.call.display if stop.call is not None else "(outside the model's modules)"
@@ -947,7 +978,8 @@ class DebugSession:
 def run_debug_step(model: Any, compute_loss: Callable[[], Any], interface: Interface, *,
                    conditions: tuple | list = (), stop_at_start: bool | None = None, step: int | None = None,
                    backward: Callable[[Any], None] | None = None,
-                   locate: Callable[[str], str | None] | None = None, engine: Engine | None = None) -> str:
+                   locate: Callable[[str], str | None] | None = None, engine: Engine | None = None,
+                   forward_again: Callable[[], Any] | None = None) -> str:
     """Debug one forward + backward of ``model`` (a gradscope or PyTorch module).
 
     Attaches a session, runs ``compute_loss()`` (the forward pass; node creation sites are
@@ -955,7 +987,10 @@ def run_debug_step(model: Any, compute_loss: Callable[[], Any], interface: Inter
     traced), stops before backward when there are no breakpoint conditions (or
     ``stop_at_start``), runs backward through the breakpoints, then hands the finished state to
     ``interface.interact`` for a last look. ``backward(loss)`` runs the backward pass (default
-    ``loss.backward()``); ``locate`` is passed to the session. Source lines point at code that
+    ``loss.backward()``); ``locate`` is passed to the session. When the loss is already NaN/Inf
+    after forward and only backward breakpoints look for NaN/Inf, the session says so, adds a
+    ``forward nan`` (or ``inf``) breakpoint and runs the forward pass again from the same state
+    (``forward_again()``, default ``compute_loss()``), so that it stops at the line that made it. Source lines point at code that
     runs below this call, never at its callers. Every hook is removed at the end, whatever
     happens. On ``quit``, on an error and on Ctrl-C the parameters' values and gradients and the
     buffers are restored to what they were before the call.
@@ -969,11 +1004,24 @@ def run_debug_step(model: Any, compute_loss: Callable[[], Any], interface: Inter
                            snapshot_each_pass=False, step=step, locate=locate, engine=engine,
                            user_code=UserCode.below(sys._getframe(1)))
     session.snapshot = Snapshot.take(model, values=True, engine=engine)
+    rng_state = engine.get_rng_state()
     completed = False
     try:
         session.attach()
         with engine.record_creation_traces(), session.forward_watch():
             loss = compute_loss()
+        condition = session.forward_breakpoint_for(loss)
+        if condition is not None:
+            kind = condition.split()[-1]
+            added = session.breakpoints.add(condition)
+            interface.show(f"note: the loss is already {kind} before backward starts, so the forward pass made "
+                           f"it (backward breakpoints would stop at the loss's own nodes): running forward again "
+                           f"with breakpoint {added.number} ({added.text}) to stop at the line that made it")
+            session.snapshot.restore()
+            engine.set_rng_state(rng_state)
+            session.forget_forward()
+            with engine.record_creation_traces(), session.forward_watch():
+                loss = (forward_again or compute_loss)()
         session.begin_backward(loss)
         if backward is None:
             loss.backward()
