@@ -92,7 +92,7 @@ def check_model(workload: Workload, options: CheckOptions = CheckOptions(),
             else None
         optimizer.step()
         if before is not None:
-            unchanged = _unchanged(workload, records, before)
+            unchanged = _unchanged(workload, records, before, optimizer)
         if any(f.check == "nonfinite" for f in per_step[-1]):
             failing = previous if previous is not None and _holds_nonfinite(engine, snapshot) else snapshot
             per_step[-1], origin = locate_nonfinite(workload, failing, optimizer, per_step[-1])
@@ -196,20 +196,56 @@ _FAIL_MESSAGES = {
 }
 
 
-def _unchanged(workload: Workload, records: tuple[ParameterRecord, ...],
-               before: dict[str, np.ndarray]) -> list[Finding]:
+def _unchanged(workload: Workload, records: tuple[ParameterRecord, ...], before: dict[str, np.ndarray],
+               optimizer: Any) -> list[Finding]:
+    """An ``unchanged`` error for each parameter with a finite, non-zero gradient that the first
+    optimizer step left exactly as it was, saying why: not among the optimizer's parameters, or
+    an update too small to change its floating-point values (below their resolution)."""
     findings = []
     current = dict(workload.model.named_parameters())
+    optimized = _optimized(optimizer)
     for record in records:
         if not record.has_grad or not record.grad_norm or not math.isfinite(record.grad_norm):
             continue
-        if np.array_equal(workload.engine.to_numpy(current[record.name]), before[record.name]):
-            findings.append(Finding(
-                check="unchanged", severity="error", module=record.module, parameter=record.name,
-                value=record.grad_norm,
-                message=f"{record.name} has a gradient (norm {record.grad_norm:.3g}) but the optimizer step did "
-                        "not change it: is it missing from the optimizer's parameters?"))
+        values = workload.engine.to_numpy(current[record.name])
+        if not np.array_equal(values, before[record.name]):
+            continue
+        head = f"{record.name} has a gradient (norm {record.grad_norm:.3g})"
+        if optimized is None:
+            message = f"{head} but the optimizer step did not change it: is it missing from the optimizer's parameters?"
+        elif id(current[record.name]) not in optimized:
+            message = (f"{head} but the optimizer step did not change it: it is missing from the optimizer's "
+                       "parameters")
+        elif optimized[id(current[record.name])] == 0:
+            message = f"{head} but the optimizer step did not change it: its parameter group's learning rate is 0"
+        else:
+            message = (f"{head} and is among the optimizer's parameters, but the step did not change it: the update "
+                       f"is below its {values.dtype} resolution ({_resolution(values)}; a vanishing gradient, or "
+                       f"a learning rate too small for {values.dtype})")
+        findings.append(Finding(check="unchanged", severity="error", module=record.module, parameter=record.name,
+                                value=record.grad_norm, message=message))
     return findings
+
+
+def _optimized(optimizer: Any) -> dict[int, Any] | None:
+    """``id() -> learning rate`` of every parameter the optimizer updates, or None when it does
+    not say (no ``param_groups``)."""
+    groups = getattr(optimizer, "param_groups", None)
+    if not isinstance(groups, (list, tuple)):
+        return None
+    try:
+        return {id(parameter): group.get("lr") for group in groups for parameter in group["params"]}
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def _resolution(values: np.ndarray) -> str:
+    """How far apart the representable values near the parameter's entries are, in words."""
+    magnitudes = np.abs(values[np.isfinite(values)])
+    if magnitudes.size == 0:
+        return "no finite entry"
+    spacing = np.spacing(magnitudes.astype(values.dtype, copy=False))
+    return f"{values.dtype} values near its entries are {float(spacing.min()):.3g} to {float(spacing.max()):.3g} apart"
 
 
 def _overfit(workload: Workload, optimizer: Any, steps: int, progress: Progress) -> list[Finding]:
