@@ -1,8 +1,48 @@
 """What the debugger's commands show, as plain frozen records. ``gradscope.render.debug``
-turns them into rich renderables and ``gradscope.debug.text`` into plain text."""
+turns them into rich renderables and ``gradscope.debug.text`` into plain text.
+
+Both draw the tables with the same columns (:data:`GRADS_COLUMNS`, ...) and the same fitting
+rules as ``inspect``: at a given width no name or number is cut; columns are left out in order
+(those whose cells all say the same first, then the larger ``drop`` first; ``drop == 0`` stays)
+and named; when even the columns that stay do not fit, each row becomes a block of
+``header value`` pairs under the row's name.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ViewColumn:
+    """One column of a debugger table.
+
+    Attributes:
+        header: its header.
+        numeric: right-aligned (numbers) rather than left-aligned.
+        drop: 0 for a column that always stays; otherwise the larger, the sooner it is left out.
+        stacked: whether it is shown when rows are drawn as blocks (a histogram is not).
+    """
+
+    header: str
+    numeric: bool = False
+    drop: int = 0
+    stacked: bool = True
+
+
+GRADS_COLUMNS = (ViewColumn("tensor"), ViewColumn("shape", drop=4), ViewColumn("norm", True),
+                 ViewColumn("mean", True, drop=6), ViewColumn("abs max", True, drop=5),
+                 ViewColumn("non-finite", True, drop=1), ViewColumn("histogram", drop=7, stacked=False),
+                 ViewColumn("range", drop=3))
+LAYER_COLUMNS = (ViewColumn("module"), ViewColumn("type", drop=3), ViewColumn("status"),
+                 ViewColumn("grad_output", True), ViewColumn("grad_input", True, drop=4),
+                 ViewColumn("param grad", True, drop=5), ViewColumn("non-finite", True, drop=1),
+                 ViewColumn("edits", drop=2))
+PARAMS_COLUMNS = (ViewColumn("parameter"), ViewColumn("shape", drop=4), ViewColumn("status", drop=3),
+                  ViewColumn("grad norm", True), ViewColumn("grad mean", True, drop=6),
+                  ViewColumn("grad abs max", True, drop=5), ViewColumn("non-finite", True, drop=1),
+                  ViewColumn("param norm", True, drop=2))
+BREAKPOINT_COLUMNS = (ViewColumn("#", True), ViewColumn("condition"), ViewColumn("checked at", drop=2),
+                      ViewColumn("enabled", drop=3), ViewColumn("hits", True, drop=1))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from rich.tree import Tree
 from gradscope.debug.graph import AutogradGraph, GraphNode, TreeLine, node_label, tree_lines
 from gradscope.debug.stats import MissingTensor
 from gradscope.debug.text import number, sparkline, state_mark
-from gradscope.debug.views import (BreakpointList, GradsView, GraphView, LayerTable, ParamsView, Position)
+from gradscope.debug.views import (BREAKPOINT_COLUMNS, GRADS_COLUMNS, LAYER_COLUMNS, PARAMS_COLUMNS, BreakpointList,
+                                   GradsView, GraphView, LayerTable, ParamsView, Position, ViewColumn)
 from gradscope.render.layout import Column, FittedTable
 
 _STATUS_STYLE = {"done": "green", "pending": "dim", "running": "cyan", "no grad": "dim"}
@@ -75,9 +76,7 @@ def render_grads(view: GradsView) -> RenderableType:
     out first and named; when even the tensor, its norm and its non-finite count do not fit, each
     tensor becomes a ``name value`` block.
     """
-    columns = [Column("tensor", "left"), Column("shape", "left", drop=4), Column("norm"), Column("mean", drop=6),
-               Column("abs max", drop=5), Column("non-finite", drop=1),
-               Column("histogram", "left", drop=7, style="blue", stacked=False), Column("range", "left", drop=3)]
+    columns = _columns(GRADS_COLUMNS, histogram="blue")
     rows = []
     missing = []
     for group in view.groups:
@@ -97,9 +96,7 @@ def render_grads(view: GradsView) -> RenderableType:
 
 def render_layer_table(view: LayerTable) -> RenderableType:
     """``table``: one row per module call, in forward order (fitted like ``grads``)."""
-    columns = [Column("module", "left"), Column("type", "left", drop=3), Column("status", "left"),
-               Column("grad_output"), Column("grad_input", drop=4), Column("param grad", drop=5),
-               Column("non-finite", drop=1), Column("edits", "left", drop=2, style="magenta")]
+    columns = _columns(LAYER_COLUMNS, edits="magenta")
     rows = []
     for row in view.rows:
         style = "bold yellow" if row.status.startswith("current") else _STATUS_STYLE.get(row.status, "")
@@ -114,9 +111,7 @@ def render_params(view: ParamsView) -> RenderableType:
     """``params``: the current module's parameters and their gradients (fitted like ``grads``)."""
     if not view.rows:
         return Group(Text(f"parameters of {view.module}: none"), *_notes(view.notes))
-    columns = [Column("parameter", "left"), Column("shape", "left", drop=4), Column("status", "left", drop=3),
-               Column("grad norm"), Column("grad mean", drop=6), Column("grad abs max", drop=5),
-               Column("non-finite", drop=1), Column("param norm", drop=2)]
+    columns = _columns(PARAMS_COLUMNS)
     rows = []
     for row in view.rows:
         style = "green" if row.status == "accumulated" else "dim"
@@ -130,12 +125,17 @@ def render_breakpoints(view: BreakpointList) -> RenderableType:
     """``breakpoints``: number, condition, where it is checked, enabled, hits (fitted like ``grads``)."""
     if not view.rows:
         return Text("no breakpoints")
-    columns = [Column("#"), Column("condition", "left"), Column("checked at", "left", drop=2),
-               Column("enabled", "left", drop=3), Column("hits", drop=1)]
+    columns = _columns(BREAKPOINT_COLUMNS)
     rows = [[str(row.number), Text(row.condition), row.phases,
              Text("yes", style="green") if row.enabled else Text("no", style="dim"), str(row.hits)]
             for row in view.rows]
     return FittedTable(columns, rows)
+
+
+def _columns(columns: tuple[ViewColumn, ...], **styles: str) -> list[Column]:
+    """The layout columns of a debugger table (``styles``: header -> rich style of the column)."""
+    return [Column(column.header, "right" if column.numeric else "left", drop=column.drop,
+                   style=styles.get(column.header), stacked=column.stacked) for column in columns]
 
 
 def _shape(shape: tuple) -> str:

@@ -136,7 +136,7 @@ def _stacked(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: i
         parts.append(Text.assemble(name, style=style or "bold"))
         line = Text("  ")
         for column, cell in zip(columns[1:], row[1:]):
-            if not column.stacked:
+            if not column.stacked or not (cell.plain if isinstance(cell, Text) else cell).strip():
                 continue
             pair = Text.assemble((column.header, "dim"), " ", cell if isinstance(cell, Text) else Text(cell))
             if line.cell_len > 2 and line.cell_len + 2 + pair.cell_len > width:

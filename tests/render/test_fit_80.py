@@ -229,3 +229,33 @@ def test_run_of_3000_steps_summary_fits_80x24(tmp_path, monkeypatch):
     assert code == 0, errors
     summary = errors[errors.index("gradscope run train.py: 3000 steps"):]
     assert fits(summary, 80) and len(summary.splitlines()) <= 24, summary
+
+
+# ------------------------------------------------------------------- plain text (breakpoint_on)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_plain_text_views_follow_the_same_rules(width):
+    from gradscope.debug.text import TextPresenter
+
+    for view, names in ((GRADS, ["grad_output[0]", "grad_input[0]", "grad_input[1]"]),
+                        (TABLE, [row.module for row in TABLE.rows]), (PARAMS, [row.name for row in PARAMS.rows])):
+        out = io.StringIO()
+        TextPresenter(out, width=width).show(view)
+        text = out.getvalue()
+        assert all(len(line) <= width for line in text.splitlines() if "left out" not in line
+                   and not line.startswith(("note:", GRADS.title[:20]))), text
+        for name in names:
+            assert name in text.splitlines()[0] + "\n" + text
+        narrowed = "left out at this width" in text or any(line.startswith("  ") for line in text.splitlines())
+        assert narrowed == (width < 200) or view is PARAMS, text
+    out = io.StringIO()
+    TextPresenter(out, width=40).show(PARAMS)
+    lines = out.getvalue().splitlines()
+    assert "encoder.layers.4.safe_log_probabilities.bias" in lines and "  grad norm 8.394" in "\n".join(lines)
+
+
+def test_plain_text_without_a_terminal_keeps_every_column():
+    from gradscope.debug.text import TextPresenter
+
+    out = io.StringIO()
+    TextPresenter(out).show(TABLE)
+    assert "edits" in out.getvalue() and "scale 0.5" in out.getvalue() and "left out" not in out.getvalue()
