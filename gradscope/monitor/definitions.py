@@ -4,8 +4,9 @@ A module whose class the user wrote is defined by that class (``class Encoder(nn
 in whichever file it lives); a library layer (``nn.Linear``) by the line that builds it
 (``self.fc = nn.Linear(...)`` in the class of the module that holds it, or ``add_module("fc", ...)``).
 A layer inside a library container (``net.0`` of an ``nn.Sequential``) is defined where the
-container is built. The model file's own lines are the last resort (a model assembled at the top
-level of the file: ``model = nn.Sequential(...)``).
+container is built. Then come the model file's own lines (a model assembled at the top level of
+the file: ``add_module("embed", ...)``, ``model = nn.Sequential(...)``), and last the class of the
+nearest user-written module that holds it (a layer added under a computed name).
 """
 from __future__ import annotations
 
@@ -48,7 +49,15 @@ class ModuleDefinitions:
             built = attribute_definition(type(holder), parts[depth])
             if built is not None:
                 return built
-        return self._in_model_file(parts)
+        found = self._in_model_file(parts)
+        if found is not None:
+            return found
+        for depth in range(len(parts) - 1, -1, -1):  # (built where no line says: its holder's class)
+            holder = self.modules.get(".".join(parts[:depth]))
+            own = None if holder is None else class_definition(type(holder))
+            if own is not None:
+                return own
+        return None
 
     def _in_model_file(self, parts: list[str]) -> Location | None:
         if self.model_file is None:

@@ -194,7 +194,10 @@ def test_github_annotations_point_at_the_imported_file(gradscope, tmp_path, engi
 
 def test_github_annotation_of_a_user_class_points_at_the_class(gradscope, tmp_path):
     file = tmp_path / "layers_defined.py"
-    file.write_text(LAYERS.format(engine="gradscope"))
+    file.write_text(LAYERS.format(engine="gradscope").replace(
+        "        self.unused = nn.Linear(3, 3)\n",
+        "        self.unused = nn.Linear(3, 3)\n        for i in range(2):\n"
+        "            setattr(self, f\"block{i}\", nn.Linear(2, 2))\n"))
     (tmp_path / "net.py").write_text(NET.format(engine="gradscope", layers=file.stem))
     from gradscope.loading import load_model_file
     from gradscope.monitor.definitions import ModuleDefinitions
@@ -207,6 +210,7 @@ def test_github_annotation_of_a_user_class_points_at_the_class(gradscope, tmp_pa
     assert defined("head.hidden") == (layers, line_of(file, "self.hidden ="))
     assert defined("extra.0") == (layers, line_of(file, "self.extra ="))
     assert defined("") == (layers, line_of(file, "class CountModel"))
+    assert defined("head.block1") == (layers, line_of(file, "class Head"))  # a computed name: its holder's class
 
 
 def test_github_annotation_in_the_model_file_for_a_sequential(gradscope):

@@ -259,3 +259,31 @@ def test_plain_text_without_a_terminal_keeps_every_column():
     out = io.StringIO()
     TextPresenter(out).show(TABLE)
     assert "edits" in out.getvalue() and "scale 0.5" in out.getvalue() and "left out" not in out.getvalue()
+
+
+def test_debugger_on_a_real_80x24_terminal():
+    pexpect = pytest.importorskip("pexpect")
+    import os
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    env.update(PYTHONPATH=str(root), NO_COLOR="1", TERM="xterm")
+    child = pexpect.spawn(sys.executable, ["-m", "gradscope", "debug", "sample_models/nan_backward.py", "--break",
+                                           "nan"], cwd=str(root), env=env, encoding="utf-8", timeout=60,
+                          dimensions=(24, 80))
+    try:
+        child.expect_exact("(gradscope) ")
+        shown = []
+        for command in ("grads", "table"):
+            child.sendline(command)
+            child.expect_exact("(gradscope) ")
+            shown.append(child.before)
+        child.sendline("quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", "".join(shown).replace("\r", ""))  # (bold, dim)
+    assert fits(text, 80), text
+    for name in ("grad_output[0]", "grad_input[0]", "safe_log", "current (post)", "0.7488"):
+        assert name in text, name
