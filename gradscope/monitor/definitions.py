@@ -4,9 +4,9 @@ A module whose class the user wrote is defined by that class (``class Encoder(nn
 in whichever file it lives); a library layer (``nn.Linear``) by the line that builds it
 (``self.fc = nn.Linear(...)`` in the class of the module that holds it, or ``add_module("fc", ...)``).
 A layer inside a library container (``net.0`` of an ``nn.Sequential``) is defined where the
-container is built. Then come the model file's own lines (a model assembled at the top level of
-the file: ``add_module("embed", ...)``, ``model = nn.Sequential(...)``), and last the class of the
-nearest user-written module that holds it (a layer added under a computed name).
+container is built; a layer that a user class adds under a computed name, by that class. The model
+file's own lines are the last resort (a model assembled at the top level of the file:
+``add_module("embed", ...)``, ``model = nn.Sequential(...)``).
 """
 from __future__ import annotations
 
@@ -46,18 +46,10 @@ class ModuleDefinitions:
             holder = self.modules.get(".".join(parts[:depth]))
             if holder is None:
                 continue
-            built = attribute_definition(type(holder), parts[depth])
-            if built is not None:
+            built = attribute_definition(type(holder), parts[depth]) or class_definition(type(holder))
+            if built is not None:  # (a user class that builds it where no line names it: that class)
                 return built
-        found = self._in_model_file(parts)
-        if found is not None:
-            return found
-        for depth in range(len(parts) - 1, -1, -1):  # (built where no line says: its holder's class)
-            holder = self.modules.get(".".join(parts[:depth]))
-            own = None if holder is None else class_definition(type(holder))
-            if own is not None:
-                return own
-        return None
+        return self._in_model_file(parts)
 
     def _in_model_file(self, parts: list[str]) -> Location | None:
         if self.model_file is None:
