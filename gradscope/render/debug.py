@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.text import Text
 from rich.tree import Tree
@@ -167,24 +167,68 @@ def _node_text(line: TreeLine) -> Text:
 def render_graph(graph: AutogradGraph, max_depth: int | None = None, stop_at_pending: bool = False,
                  title: str = "autograd graph") -> RenderableType:
     """The graph as a rich tree: node names, output shapes, owning modules, parameter names,
-    which nodes have run (✓) and which have not (·); shared nodes are drawn once."""
+    which nodes have run (✓) and which have not (·); shared nodes are drawn once.
+
+    Where the tree's guides would leave a node too little room (a deep graph on a narrow
+    terminal), it is drawn as an outline instead (see :class:`GraphDrawing`)."""
     lines = tree_lines(graph, max_depth, stop_at_pending)
     if not lines:
         return Text("(empty graph: nothing requires grad)")
-    tree = Tree(Text(title, style="bold"), guide_style="dim")
-    parents: list[Tree] = [tree]
-    for line in lines:
-        del parents[line.depth + 1:]
-        branch = parents[line.depth].add(_node_text(line))
-        parents.append(branch)
-        if line.hidden_inputs:
-            branch.add(Text(f"… {line.hidden_inputs} input(s) not shown", style="dim"))
     footer = []
     if graph.hidden_hook_nodes:
         footer.append(Text(f"({graph.hidden_hook_nodes} backward-hook identity nodes not shown)", style="dim"))
     if graph.truncated:
         footer.append(Text("(graph truncated)", style="yellow"))
-    return Group(tree, *footer)
+    return Group(GraphDrawing(lines, title), *footer)
+
+
+class GraphDrawing:
+    """The lines of a graph as a rich tree, or, where a line of the tree would not fit the width
+    (each level of a tree takes 4 columns), as an outline: each node on its own line after its
+    depth, indented by one column per level up to the deepest indentation at which every label
+    still fits, so that no node name is cut (a label longer than the width wraps between its words)."""
+
+    GUIDE = 4
+
+    def __init__(self, lines: list[TreeLine], title: str) -> None:
+        self.lines = lines
+        self.title = title
+
+    def _entries(self) -> list[tuple[int, Text]]:
+        entries = []
+        for line in self.lines:
+            entries.append((line.depth, _node_text(line)))
+            if line.hidden_inputs:
+                entries.append((line.depth + 1, Text(f"… {line.hidden_inputs} input(s) not shown", style="dim")))
+        return entries
+
+    def _tree(self) -> Tree:
+        tree = Tree(Text(self.title, style="bold"), guide_style="dim")
+        parents: list[Tree] = [tree]
+        for depth, text in self._entries():
+            del parents[depth + 1:]
+            parents.append(parents[depth].add(text))
+        return tree
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        entries = self._entries()
+        if all(self.GUIDE * (depth + 1) + text.cell_len <= width for depth, text in entries):
+            yield self._tree()
+            return
+        digits = len(str(max(depth for depth, _ in entries)))
+        room = width - digits - 1
+        deepest = max(depth for depth, _ in entries)
+        indent = next((cap for cap in range(deepest, -1, -1)
+                       if all(min(depth, cap) + text.cell_len <= room for depth, text in entries)), 0)
+        yield Text(f"{self.title} (too deep for this width: the number before a node is its depth)", style="bold")
+        for depth, text in entries:
+            line = Text(f"{depth:>{digits}} " + " " * min(depth, indent), style="dim")
+            line.append_text(text)
+            yield line
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._tree())
 
 
 def _dot_quote(text: str) -> str:

@@ -287,3 +287,17 @@ def test_debugger_on_a_real_80x24_terminal():
     assert fits(text, 80), text
     for name in ("grad_output[0]", "grad_input[0]", "safe_log", "current (post)", "0.7488"):
         assert name in text, name
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_graph_of_a_deep_model_never_cuts_a_node_name(width):
+    code, screen, _ = on_terminal("debug", str(SAMPLES / "transformer.py"), "--commands", "finish; graph all; quit",
+                                  width=width)
+    assert code == 0
+    graph = screen[screen.index("(gradscope) graph all"):]
+    assert fits(graph.replace("… ", ""), width), graph
+    for name in ("NllLossBackward0", "EmbeddingBackward0", "NativeLayerNormBackward0", "SoftmaxBackward0",
+                 "AccumulateGrad embed.weight"):
+        assert name in graph, name
+    assert ("└── " in graph) == (width >= 200)
+    assert ("the number before a node is its depth" in " ".join(graph.split())) == (width < 200)
