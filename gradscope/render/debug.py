@@ -59,9 +59,26 @@ def render_position(p: Position) -> RenderableType:
               ("loss", None if p.loss is None else number(p.loss), "")]
     fields += [("note", note, "yellow") for note in p.notes]
     fields += [("edited", edit, "magenta") for edit in p.edits]
-    lines = [Text.assemble(("  " + f"{name}:".ljust(9), "dim"), (value, style))
+    lines = [_Field("  " + f"{name}:".ljust(9), Text(value, style=style))
              for name, value, style in fields if value is not None]
     return Group(head, *lines)
+
+
+class _Field:
+    """``label value`` on one line; a value too long for it wraps under itself, not under the label."""
+
+    def __init__(self, label: str, value: Text) -> None:
+        self.label = label
+        self.value = value
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        indent = len(self.label)
+        for index, line in enumerate(self.value.wrap(console, max(options.max_width - indent, 8))):
+            line.rstrip()
+            yield Text.assemble((self.label, "dim") if index == 0 else " " * indent, line)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(len(self.label) + 8, len(self.label) + self.value.cell_len)
 
 
 def _nonfinite(count: int) -> Text:

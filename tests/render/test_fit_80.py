@@ -301,3 +301,13 @@ def test_graph_of_a_deep_model_never_cuts_a_node_name(width):
         assert name in graph, name
     assert ("└── " in graph) == (width >= 200)
     assert ("the number before a node is its depth" in " ".join(graph.split())) == (width < 200)
+
+
+def test_where_wraps_a_long_value_under_itself():
+    code, screen, _ = on_terminal("debug", str(SAMPLES / "nan_backward.py"), "--break", "nan", "--commands",
+                                  "where; quit", width=60)
+    assert code == 0 and fits(screen, 60)
+    lines = screen.splitlines()
+    note = next(index for index, line in enumerate(lines) if line.startswith("  note:    "))
+    assert lines[note + 1].startswith(" " * 11) and lines[note + 1].strip()
+    assert all(line == line.rstrip() for line in lines)
