@@ -1,5 +1,5 @@
-"""The README's `$ gradscope ...` output blocks are what the commands print, byte for byte
-(apart from the spaces rich pads lines with)."""
+"""The `$ gradscope ...` output blocks of README.md and of every page in docs/ are what the commands
+print, byte for byte (apart from the spaces rich pads lines with)."""
 from __future__ import annotations
 
 import re
@@ -12,18 +12,24 @@ from click.testing import CliRunner
 from gradscope.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCKS = re.findall(r"^```\n\$ (gradscope [^\n]*)\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+EXAMPLE = re.compile(r"^```\n\$ (gradscope [^\n]*)\n(.*?)^```", re.M | re.S)
+
+
+def _blocks(page: Path) -> list[tuple[str, str]]:
+    return EXAMPLE.findall(page.read_text())
 
 
 def _examples() -> list:
     params = []
-    for command, expected in BLOCKS:
-        params.append(pytest.param(command, expected, id=command[:60]))
+    for page in PAGES:
+        for command, expected in _blocks(page):
+            params.append(pytest.param(command, expected, id=f"{page.name}: {command[:60]}"))
     return params
 
 
 @pytest.mark.parametrize(("command", "expected"), _examples())
-def test_readme_example_output(command, expected, monkeypatch):
+def test_documented_example_output(command, expected, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv("COLUMNS", raising=False)
     words = shlex.split(command.split(" < ")[0].split("; echo")[0])
@@ -34,5 +40,40 @@ def test_readme_example_output(command, expected, monkeypatch):
     assert [line.rstrip() for line in got.splitlines()] == [line.rstrip() for line in expected.splitlines()]
 
 
-def test_readme_has_examples():
-    assert len(BLOCKS) >= 19
+def test_readme_and_docs_have_examples():
+    assert len(_blocks(ROOT / "README.md")) >= 1
+    assert sum(len(_blocks(page)) for page in PAGES) >= 19
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    for page in PAGES[1:]:
+        assert f"](docs/{page.name})" in readme, page.name
+
+
+def test_relative_links_between_pages_resolve():
+    for page in PAGES:
+        for target, anchor in re.findall(r"\]\((?!https?:)([^)#\s]*)(?:#([^)\s]*))?\)", page.read_text()):
+            linked = (page.parent / target).resolve() if target else page
+            assert linked.is_file(), f"{page.name} links to missing {target}"
+            if anchor:
+                assert anchor in _anchors(linked), f"{page.name} links to missing anchor {target}#{anchor}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a page's headings (lower case, punctuation dropped, spaces to '-';
+    a repeated heading gets -1, -2, ...)."""
+    anchors: set[str] = set()
+    fence = False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        match = re.match(r"^#{1,6} (.*)", line)
+        if match and not fence:
+            slug = re.sub(r"[^\w\- ]", "", match.group(1).lower()).replace(" ", "-")
+            candidate, n = slug, 0
+            while candidate in anchors:
+                n += 1
+                candidate = f"{slug}-{n}"
+            anchors.add(candidate)
+    return anchors
