@@ -2,8 +2,8 @@
 
 :func:`start` reads ``[tool.gradscope]``, gives every option its checked value (flag, else
 config, else default; :mod:`gradscope.cli.settings`), finds the model file (the ``MODEL``
-argument or ``model`` in the config), resolves output files to absolute paths and checks that
-they can be written, sends whatever the user's code prints to stderr when stdout carries a
+argument or ``model`` in the config), resolves output files to absolute paths, creates their
+missing directories and checks that they can be written, sends whatever the user's code prints to stderr when stdout carries a
 machine-readable document, runs the model file with ``sys.argv == [MODEL]``, and loads it.
 Any problem is one error line and exit code 2 (options, outputs) or 3 (the model), before any
 training starts.
@@ -60,7 +60,8 @@ class Run:
         return self.settings[name].value
 
     def output(self, name: str, suffixes: Sequence[str] = ()) -> Output | None:
-        """The output file of setting ``name`` (None when not set), checked to be writable now.
+        """The output file of setting ``name`` (None when not set), checked to be writable now
+        (missing directories above it are created, as loggers do).
 
         Relative paths are relative to the current directory for a flag, and to the
         ``pyproject.toml``'s directory for a config value; they no longer depend on the current
@@ -83,7 +84,10 @@ class Run:
         if what is not None:
             self.app.abort(f"{source} {label}: that is {what}; refusing to overwrite it", ExitCode.USAGE)
         own_directory = resolved.source == "default" and label == DEFAULT_BUNDLE
-        problem = check_writable(path if path.parent.exists() or not own_directory else path.parent)
+        if own_directory and not path.parent.exists():
+            problem = check_writable(path.parent)  # .gradscope/ itself is made when a bundle is written
+        else:
+            problem = check_writable(path, make_directories=True)
         if problem is not None:
             self.app.abort(f"{source} {label}: cannot write there: {problem}", ExitCode.USAGE)
         return Output(name=name, label=label, path=path, source=source, gradscope_directory=own_directory)
