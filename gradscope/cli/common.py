@@ -105,3 +105,17 @@ class LogWriter:
         if self.descriptor is not None:
             os.close(self.descriptor)
             self.descriptor = None
+
+
+@contextlib.contextmanager
+def naming_the_bundle(bundle_label: str, model_label: str) -> Iterator[None]:
+    """Let a bundle that does not fit the model (another engine, other parameters) be refused with
+    one line that names the bundle file and the model file."""
+    from gradscope.monitor.snapshot import BundleError
+
+    try:
+        yield
+    except BundleError as exc:
+        if str(exc).startswith(bundle_label):
+            raise
+        raise BundleError(f"{bundle_label}: {exc} (model file {model_label})") from exc
