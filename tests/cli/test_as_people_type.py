@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,38 @@ def test_piped_output_has_no_blanks_at_line_ends(argv, tmp_path):
     assert len((result.stdout + result.stderr).splitlines()) > 5
     for line in (result.stdout + result.stderr).splitlines():
         assert line == line.rstrip(), repr(line)
+
+
+# --------------------------------------------------------------------- run's summary at 80 columns
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_run_summary_wraps_at_words_on_a_terminal(columns, tmp_path):
+    """On a terminal the summary's last sentence is wrapped by gradscope at a blank, not by the
+    terminal in the middle of a word."""
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(sys.executable, ["-m", "gradscope", "run", "--nan",
+                                           str(ROOT / "sample_scripts" / "train_softmax.py"), "--steps", "6",
+                                           "--bad-step", "3"],
+                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+                                                  "TERM": "xterm"},
+                          encoding="utf-8", timeout=120, dimensions=(24, columns))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    lines = [ANSI.sub("", line).split("\r")[-1] for line in child.before.split("\r\n")]
+    assert all(len(line) <= columns for line in lines), lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("module '0' turned"))
+    assert " ".join(line.strip() for line in lines[start:] if line.strip()) == (
+        "module '0' turned finite inputs into nan; the modules listed after it only passed it on")
+    assert len([line for line in lines[start:] if line.strip()]) == 2
+
+
+def test_piped_run_summary_keeps_each_sentence_on_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gradscope", "run", "--nan", str(ROOT / "sample_scripts" /
+                             "train_softmax.py"), "--steps", "6", "--bad-step", "3"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "60"})
+    assert result.stderr.splitlines()[-1] == ("module '0' turned finite inputs into nan; the modules listed after it "
+                                              "only passed it on")
