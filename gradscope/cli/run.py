@@ -135,7 +135,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         from gradscope.utils.usercode import Terminated
 
         terminated = isinstance(interrupt, Terminated)
-        lines.append(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s)")
+        lines.append(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s): "
+                     "the summary covers the steps that finished")
         code = ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     elif error is not None:
         code = ExitCode.MODEL_ERROR

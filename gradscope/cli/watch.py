@@ -95,7 +95,8 @@ def watch(ctx: click.Context, **_: Any) -> None:
     _print_report(run.app, report, output_format)
     if interrupt is not None:
         signal = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
-        run.app.err.print(f"{signal} after {report.steps_run} step(s)", style="yellow")
+        run.app.err.print(f"{signal} after {report.steps_run} step(s): the summary covers the steps that finished",
+                          style="yellow")
         run.app.exit(ExitCode.TERMINATED if isinstance(interrupt, Terminated) else ExitCode.INTERRUPTED)
     from gradscope.monitor.analysis import has_errors
 

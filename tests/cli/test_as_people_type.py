@@ -80,3 +80,47 @@ def test_piped_run_summary_keeps_each_sentence_on_one_line(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "60"})
     assert result.stderr.splitlines()[-1] == ("module '0' turned finite inputs into nan; the modules listed after it "
                                               "only passed it on")
+
+
+# ----------------------------------------------------------------------- one line after Ctrl-C
+SIGNALLED_MODEL = (SAMPLES / "mlp.py").read_text() + """
+import os
+_batch = batch
+
+
+def batch(step):
+    if step == 2:
+        os.kill(os.getpid(), {signum})
+    return _batch(step)
+"""
+SIGNALLED_SCRIPT = """
+import os
+import gradscope as gs
+from gradscope import nn
+
+model = nn.Linear(3, 1)
+optimizer = gs.optim.SGD(model.parameters(), lr=0.1)
+for step in range(5):
+    if step == 2:
+        os.kill(os.getpid(), {signum})
+    loss = model(gs.randn(4, 3)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("signum", "code", "said"), [(2, 130, "interrupted"), (15, 143, "terminated (SIGTERM)")])
+@pytest.mark.parametrize("argv", [["watch", "model.py", "--steps", "5"],
+                                  ["watch", "model.py", "--steps", "5", "--format", "json"],
+                                  ["run", "train.py"], ["run", "--format", "json", "train.py"]])
+def test_one_line_says_the_run_was_interrupted(argv, signum, code, said, tmp_path):
+    (tmp_path / "model.py").write_text(SIGNALLED_MODEL.format(signum=signum))
+    (tmp_path / "train.py").write_text(SIGNALLED_SCRIPT.format(signum=signum))
+    result = subprocess.run([sys.executable, "-m", "gradscope", *argv], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == code, result.stderr
+    mentions = [line for line in result.stderr.splitlines() if "interrupted" in line or "terminated" in line]
+    if "json" not in argv:
+        assert "interrupted" not in result.stdout and "terminated" not in result.stdout
+    assert mentions == [f"{said} after 2 step(s): the summary covers the steps that finished"]

@@ -225,7 +225,7 @@ def test_watch_ctrl_c_prints_summary_and_exits_130(gradscope, monkeypatch):
     result = gradscope("watch", sample("mlp"), "--steps", "10", "--format", "json", code=130)
     data = json.loads(result.stdout)
     assert data["steps_run"] == 2 and data["status"] == "interrupted"
-    assert "interrupted after 2 step(s)" in result.stderr
+    assert "interrupted after 2 step(s): the summary covers the steps that finished" in result.stderr
 
 
 # -------------------------------------------------------------------------------------------- replay
