@@ -24,11 +24,15 @@ if TYPE_CHECKING:
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
+@click.option("-m", "module", is_flag=True,
+              help="SCRIPT is a module, run as `python -m SCRIPT ARGS` runs it (package.train; found from the "
+                   "current directory).")
 @debug_option
 @click.argument("script")
 @click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, **_: Any) -> None:
+def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, module: bool,
+        **_: Any) -> None:
     """Run SCRIPT as `python SCRIPT ARGS` would, with gradscope watching every model it trains.
 
     Works on gradscope's engine and on PyTorch (hooks are attached when the script imports
@@ -45,6 +49,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run --nan --inf --log steps.jsonl train.py --lr 0.1
       gradscope run --format json --clip 1.0 train.py > run.json
       gradscope run --nproc 2 --nan train_ddp.py
+      gradscope run --nan -m package.train --epochs 3
     """
     from gradscope.cli.startup import start
     from gradscope.cli.common import LogWriter
@@ -61,26 +66,27 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
 
         output = started.output("log")
         started.exit(launch(started.app, started["nproc"], script, list(script_args), options, output_format,
-                            output.path if output is not None else None, started.app.debug))
+                            output.path if output is not None else None, started.app.debug, module=module))
     from gradscope.cli.launch import Worker
 
     worker = Worker.from_environment()
     log = LogWriter(started, started.output("log") if worker.writes_log else None)
     try:
-        code = _run(started.app, script, list(script_args), options, log, output_format, worker)
+        code = _run(started.app, script, list(script_args), options, log, output_format, worker, module)
     finally:
         log.close()
     started.exit(code)
 
 
-def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any) -> int:
+def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any,
+         module: bool = False) -> int:
     import json
 
     from gradscope.engines import get_engine
     from gradscope.monitor.run import RunMonitor, StopRun
     from gradscope.render.data import run_step_to_dict
     from gradscope.render.tables import run_line
-    from gradscope.scripts import ScriptError, run_script, when_imported
+    from gradscope.scripts import ScriptError, run_module, run_script, when_imported
 
     from gradscope.cli.common import quiet_numpy
     from gradscope.cli.status import StatusLine, output_below
@@ -104,7 +110,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), monitor.reducer.deferred_signals():
             try:
                 with output_below(status), quiet_numpy():
-                    result = run_script(script, args)
+                    result = (run_module if module else run_script)(script, args)
                 monitor.finish()
             except StopRun:
                 stopped = True
@@ -127,10 +133,11 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     if result is not None and result.message is not None:
         sys.stderr.write(result.message + "\n")
         sys.stderr.flush()
-    report = monitor.report(script, interrupted=interrupt is not None, error=error is not None)
+    label = f"-m {script}" if module else script
+    report = monitor.report(label, interrupted=interrupt is not None, error=error is not None)
     lines: list[str] = []
     if error is not None:
-        lines.append(f"error: {script}: {error}")
+        lines.append(f"error: {label}: {error}")
     if interrupt is not None:
         from gradscope.utils.usercode import Terminated
 

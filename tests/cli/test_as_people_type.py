@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -124,3 +125,89 @@ def test_one_line_says_the_run_was_interrupted(argv, signum, code, said, tmp_pat
     if "json" not in argv:
         assert "interrupted" not in result.stdout and "terminated" not in result.stdout
     assert mentions == [f"{said} after 2 step(s): the summary covers the steps that finished"]
+
+
+# ------------------------------------------------------------------------------- run -m MODULE
+SHOW = """
+import os, sys
+from . import helper
+print(sys.argv[0] == os.path.abspath(__file__), sys.argv[1:])
+print(__name__, __package__, __spec__.name, helper.VALUE)
+print(sys.path[0] == os.getcwd())
+"""
+
+
+def _package(root: Path) -> None:
+    (root / "proj").mkdir()
+    (root / "proj" / "__init__.py").write_text("")
+    (root / "proj" / "helper.py").write_text("VALUE = 42\n")
+    (root / "proj" / "show.py").write_text(SHOW)
+    (root / "proj" / "__main__.py").write_text("from .show import *\n")
+    (root / "proj" / "train.py").write_text((ROOT / "sample_scripts" / "train_softmax.py").read_text())
+    (root / "proj" / "ddp.py").write_text((ROOT / "sample_scripts" / "train_ddp.py").read_text())
+    (root / "lib").mkdir()
+    (root / "lib" / "__init__.py").write_text("")
+
+
+def _gradscope(root: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gradscope", *argv], cwd=root, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.parametrize("module", ["proj.show", "proj"])
+def test_run_m_runs_a_module_as_python_m_does(module, tmp_path):
+    """The module sees what `python -m MODULE ARGS` shows it: argv, __name__, __package__, __spec__,
+    relative imports, the current directory first on sys.path."""
+    _package(tmp_path)
+    python = subprocess.run([sys.executable, "-m", module, "--lr", "0.1", "pos"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)
+    assert python.returncode == 0, python.stderr
+    result = _gradscope(tmp_path, "run", "-m", module, "--lr", "0.1", "pos")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == python.stdout
+    if module == "proj.show":
+        assert result.stdout.splitlines()[0] == "True ['--lr', '0.1', 'pos']"
+    assert f"gradscope run -m {module}: no step completed" in result.stderr
+
+
+def test_run_m_finds_where_the_nan_started(tmp_path):
+    _package(tmp_path)
+    result = _gradscope(tmp_path, "run", "--nan", "--format", "json", "-m", "proj.train", "--steps", "6",
+                        "--bad-step", "3")
+    assert result.returncode == 1, result.stderr
+    origin = json.loads(result.stdout)["first_nonfinite"]
+    assert (origin["step"], origin["module"], origin["node"], origin["source"]) == (
+        3, "0", "ExpBackward0", os.path.join("proj", "train.py") + ":20")
+
+
+@pytest.mark.parametrize(("module", "message"), [
+    ("nothere.train", "error: -m nothere.train: no module named 'nothere'"),
+    ("proj.nothere", "error: -m proj.nothere: no module named 'proj.nothere'"),
+    ("lib", "error: -m lib: is a package without __main__.py; name the module to run (lib.train, ...)"),
+    ("proj/train.py", "error: -m proj/train.py: not a module name (dotted names like package.train)"),
+])
+def test_run_m_refuses_what_it_cannot_find_in_one_line(module, message, tmp_path):
+    _package(tmp_path)
+    result = _gradscope(tmp_path, "run", "-m", module)
+    assert result.returncode == 3
+    assert result.stderr == message + "\n"
+    assert result.stdout == ""
+
+
+def test_run_m_under_nproc(tmp_path):
+    pytest.importorskip("torch.distributed")
+    _package(tmp_path)
+    result = _gradscope(tmp_path, "run", "--nproc", "2", "--nan", "--format", "json", "-m", "proj.ddp", "--steps", "6",
+                        "--bad-step", "3")
+    assert result.returncode == 1, result.stderr
+    origin = json.loads(result.stdout)["first_nonfinite"]
+    assert (origin["rank"], origin["step"], origin["node"], origin["source"]) == (
+        1, 3, "DivBackward0", os.path.join("proj", "ddp.py") + ":22")
+    assert "[rank0] step 0: loss" in result.stderr and "[rank1] step 2: loss" in result.stderr
+
+
+def test_run_m_under_nproc_checks_the_module_before_starting_ranks(tmp_path):
+    _package(tmp_path)
+    result = _gradscope(tmp_path, "run", "--nproc", "2", "-m", "proj.nothere")
+    assert result.returncode == 3
+    assert result.stderr == "error: -m proj.nothere: no module named 'proj.nothere'\n"
