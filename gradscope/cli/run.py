@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 @option("nan", "Stop at the first NaN (loss, activation, gradient or parameter) and show where it started.")
 @option("inf", "The same for infinite values.")
 @option("log", "Append one JSON record per step to this file (flushed every step).")
+@option("tensorboard", "Also write each step's loss and gradient norms as TensorBoard scalars into this directory "
+                       "(needs the tensorboard package).")
 @option("clip", "Clip the gradients to this value before each optimizer step.")
 @option("mode", "How --clip clips: norm (total 2-norm of the optimizer's gradients) or value (each element).",
         default="norm", flag="--clip-mode")
@@ -65,12 +67,15 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
         from gradscope.cli.launch import launch
 
         output = started.output("log")
+        tensorboard = started.output_directory("tensorboard")
         started.exit(launch(started.app, started["nproc"], script, list(script_args), options, output_format,
-                            output.path if output is not None else None, started.app.debug, module=module))
+                            output.path if output is not None else None, started.app.debug, module=module,
+                            tensorboard=tensorboard.path if tensorboard is not None else None))
     from gradscope.cli.launch import Worker
 
     worker = Worker.from_environment()
-    log = LogWriter(started, started.output("log") if worker.writes_log else None)
+    log = LogWriter(started, started.output("log") if worker.writes_log else None,
+                    started.output_directory("tensorboard") if worker.writes_log else None)
     try:
         code = _run(started.app, script, list(script_args), options, log, output_format, worker, module)
     finally:

@@ -92,6 +92,36 @@ class Run:
             self.app.abort(f"{source} {label}: cannot write there: {problem}", ExitCode.USAGE)
         return Output(name=name, label=label, path=path, source=source, gradscope_directory=own_directory)
 
+    def output_directory(self, name: str) -> Output | None:
+        """The output directory of setting ``name`` (``--tensorboard``; None when not set),
+        resolved as :meth:`output` resolves files, created now, and checked to take new files."""
+        import tempfile
+
+        from gradscope.cli.tensorboard import INSTALL_HINT, available
+
+        resolved = self.settings[name]
+        if resolved.value is None:
+            return None
+        label = str(resolved.value)
+        source = resolved.source if resolved.source != "default" else f"--{name}"
+        if not available():
+            self.app.abort(f"{source} {label}: {INSTALL_HINT}", ExitCode.USAGE)
+        path = Path(os.path.abspath(Path(resolved.base or Path.cwd()) / os.path.expanduser(label)))
+        problem = None
+        if path.exists() and not path.is_dir():
+            problem = "is a file, not a directory"
+        else:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+                descriptor, probe = tempfile.mkstemp(prefix=".gradscope.", suffix=".probe", dir=path)
+                os.close(descriptor)
+                os.unlink(probe)
+            except OSError as exc:
+                problem = f"cannot create files there ({exc.strerror or exc})"
+        if problem is not None:
+            self.app.abort(f"{source} {label}: cannot write there: {problem}", ExitCode.USAGE)
+        return Output(name=name, label=label, path=path, source=source)
+
     def write(self, output: Output, write: Callable[[Path], None]) -> bool:
         """Call ``write(absolute path)``; on failure print one error line, remember it, return False."""
         from gradscope.errors import GradscopeError

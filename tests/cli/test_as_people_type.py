@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import subprocess
@@ -211,3 +212,104 @@ def test_run_m_under_nproc_checks_the_module_before_starting_ranks(tmp_path):
     result = _gradscope(tmp_path, "run", "--nproc", "2", "-m", "proj.nothere")
     assert result.returncode == 3
     assert result.stderr == "error: -m proj.nothere: no module named 'proj.nothere'\n"
+
+
+# ------------------------------------------------------------------------- TensorBoard scalars
+def _scalars(directory: Path) -> dict[str, list[tuple[int, float]]]:
+    accumulator_module = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    accumulator = accumulator_module.EventAccumulator(str(directory))
+    accumulator.Reload()
+    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]}
+
+
+def _same(value: float, logged: object) -> bool:
+    expected = float(logged)
+    return (math.isnan(value) and math.isnan(expected)) or value == pytest.approx(expected, rel=1e-6)
+
+
+def test_watch_writes_the_log_records_as_tensorboard_scalars(tmp_path):
+    pytest.importorskip("tensorboard")
+    result = _gradscope(tmp_path, "watch", str(SAMPLES / "nan_forward.py"), "--steps", "8", "--nan",
+                        "--log", "runs/log.jsonl", "--tensorboard", "runs/tb")
+    assert result.returncode == 1, result.stderr
+    records = [json.loads(line) for line in (tmp_path / "runs" / "log.jsonl").read_text().splitlines()]
+    scalars = _scalars(tmp_path / "runs" / "tb")
+    assert sorted(scalars) == ["grad_norm/layer/net.0", "grad_norm/layer/net.2", "grad_norm/total", "loss"]
+    assert [step for step, _ in scalars["loss"]] == [record["step"] for record in records] == list(range(6))
+    for (_, loss), (_, total), record in zip(scalars["loss"], scalars["grad_norm/total"], records):
+        assert _same(loss, record["loss"]) and _same(total, record["total_grad_norm"])
+    assert math.isnan(scalars["loss"][-1][1])
+    assert len(list((tmp_path / "runs" / "tb").glob("events.out.tfevents.*"))) == 1
+
+
+def test_run_writes_parameter_and_clipped_scalars_without_importing_torch(tmp_path):
+    pytest.importorskip("tensorboard")
+    _package(tmp_path)
+    code = ("import sys; from gradscope.cli import main\n"
+            "try:\n    main(['run', '--clip', '1', '--tensorboard', 'tb', '--log', 'log.jsonl', '-m', 'proj.train',"
+            " '--steps', '3'])\nexcept SystemExit as exc:\n    print('exit', exc.code, 'torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.stdout.splitlines()[-1] == "exit 0 False", result.stderr
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    scalars = _scalars(tmp_path / "tb")
+    assert {"loss", "grad_norm/total", "clipped/grad_norm/total", "grad_norm/layer/0.score",
+            "grad_norm/parameter/0.score.weight"} <= set(scalars)
+    for step, record in enumerate(records):
+        assert scalars["grad_norm/parameter/3.bias"][step] == (step, pytest.approx(record["parameters"]["3.bias"]))
+        assert scalars["clipped/grad_norm/total"][step] == (
+            step, pytest.approx(record["clipped"]["total_grad_norm"]))
+
+
+def test_tensorboard_directory_from_pyproject_is_relative_to_it(tmp_path):
+    pytest.importorskip("tensorboard")
+    (tmp_path / "pyproject.toml").write_text('[tool.gradscope.watch]\ntensorboard = "runs/tb"\n')
+    (tmp_path / "sub").mkdir()
+    result = subprocess.run([sys.executable, "-m", "gradscope", "watch", str(SAMPLES / "mlp.py"), "--steps", "2"],
+                            cwd=tmp_path / "sub", capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert [step for step, _ in _scalars(tmp_path / "runs" / "tb")["loss"]] == [0, 1]
+
+
+def test_tensorboard_into_a_file_is_refused_before_the_model_runs(tmp_path):
+    pytest.importorskip("tensorboard")
+    (tmp_path / "taken").write_text("")
+    result = _gradscope(tmp_path, "watch", str(SAMPLES / "mlp.py"), "--steps", "2", "--tensorboard", "taken")
+    assert result.returncode == 2
+    assert result.stderr == "error: --tensorboard taken: cannot write there: is a file, not a directory\n"
+
+
+@pytest.mark.parametrize("command", ["watch", "run"])
+def test_tensorboard_without_the_package_is_one_clear_error(command, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from gradscope.cli import cli
+
+    for name in ("tensorboard", "tensorboard.compat", "tensorboard.compat.proto", "tensorboard.summary",
+                 "tensorboard.summary.writer", "tensorboard.summary.writer.event_file_writer"):
+        monkeypatch.setitem(sys.modules, name, None)  # what an environment without the package gives
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("open('ran', 'w').close()\n")
+    argv = ([command, str(SAMPLES / "mlp.py"), "--steps", "2", "--tensorboard", "runs/tb"] if command == "watch"
+            else [command, "--tensorboard", "runs/tb", "train.py"])
+    result = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.stderr == ("error: --tensorboard runs/tb: writing TensorBoard scalars needs the tensorboard package "
+                             "(pip install tensorboard)\n")
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "runs").exists()
+
+
+def test_tensorboard_under_nproc_is_written_by_rank_0(tmp_path):
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("torch.distributed")
+    _package(tmp_path)
+    result = _gradscope(tmp_path, "run", "--nproc", "2", "--tensorboard", "tb", "--log", "log.jsonl", "-m", "proj.ddp",
+                        "--steps", "3")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(list((tmp_path / "tb").glob("events.out.tfevents.*"))) == 1
+    losses = _scalars(tmp_path / "tb")["loss"]
+    assert [step for step, _ in losses] == [0, 1, 2]
+    assert [value for _, value in losses] == pytest.approx([record["loss"] for record in records])
