@@ -116,6 +116,13 @@ class App:
         return self._err
 
     @property
+    def err_wraps(self) -> bool:
+        """True when stderr has a width to wrap sentences at (a terminal, or ``COLUMNS`` set): there
+        summaries are wrapped at words rather than cut mid-word by the terminal. Piped without
+        ``COLUMNS``, each sentence stays on one line (``grep`` finds it whole)."""
+        return self.err.is_terminal or "COLUMNS" in os.environ
+
+    @property
     def stdout_is_terminal(self) -> bool:
         """True when stdout is an interactive terminal (live views), False when piped."""
         return self.out.is_terminal

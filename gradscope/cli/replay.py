@@ -50,7 +50,7 @@ def replay(ctx: click.Context, bundle: str, **_: Any) -> None:
         from gradscope.render.data import watch_to_dict
 
         app.echo_json(watch_to_dict(report))
-        app.err.print(watch_summary(report), soft_wrap=not app.err.is_terminal)
+        app.err.print(watch_summary(report), soft_wrap=not app.err_wraps)
     else:
         for record in report.history:
             app.out.print(watch_line(record), markup=False, soft_wrap=True)

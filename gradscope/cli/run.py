@@ -171,7 +171,7 @@ def print_report(app: App, report: Any, output_format: str) -> None:
         from gradscope.render.data import run_to_dict
 
         app.echo_json(run_to_dict(report))
-    app.err.print(run_summary(report), soft_wrap=not app.err.is_terminal)  # a terminal: wrapped at words
+    app.err.print(run_summary(report), soft_wrap=not app.err_wraps)
 
 
 def _raised_by_monitor(exc: BaseException) -> bool:

@@ -75,13 +75,23 @@ def test_run_summary_wraps_at_words_on_a_terminal(columns, tmp_path):
     assert len([line for line in lines[start:] if line.strip()]) == 2
 
 
-def test_piped_run_summary_keeps_each_sentence_on_one_line(tmp_path):
+@pytest.mark.parametrize("columns", [None, "60", "80"])
+def test_piped_run_summary_wraps_at_words_only_to_a_known_width(columns, tmp_path):
+    """Piped, a sentence stays on one line (grep finds it), unless COLUMNS gives a width: then it is
+    wrapped at words to it, as on a terminal."""
+    env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
     result = subprocess.run([sys.executable, "-m", "gradscope", "run", "--nan", str(ROOT / "sample_scripts" /
                              "train_softmax.py"), "--steps", "6", "--bad-step", "3"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "60"})
-    assert result.stderr.splitlines()[-1] == ("module '0' turned finite inputs into nan; the modules listed after it "
-                                              "only passed it on")
+                            env={**env, "PYTHONPATH": str(ROOT), **({"COLUMNS": columns} if columns else {})})
+    lines = result.stderr.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("module '0' turned"))
+    sentence = "module '0' turned finite inputs into nan; the modules listed after it only passed it on"
+    if columns is None:
+        assert lines[start:] == [sentence]
+    else:
+        assert " ".join(lines[start:]) == sentence and len(lines[start:]) == 2
+        assert all(len(line) <= int(columns) for line in lines)
 
 
 # ----------------------------------------------------------------------- one line after Ctrl-C
