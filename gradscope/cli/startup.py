@@ -3,8 +3,9 @@
 :func:`start` reads ``[tool.gradscope]``, gives every option its checked value (flag, else
 config, else default; :mod:`gradscope.cli.settings`), finds the model file (the ``MODEL``
 argument or ``model`` in the config), resolves output files to absolute paths, creates their
-missing directories and checks that they can be written, sends whatever the user's code prints to stderr when stdout carries a
-machine-readable document, runs the model file with ``sys.argv == [MODEL]``, and loads it.
+missing directories and checks that they can be written, sends whatever the user's code prints
+to stderr when stdout carries a machine-readable document, runs the model file with
+``sys.argv == [MODEL]``, and loads it.
 Any problem is one error line and exit code 2 (options, outputs) or 3 (the model), before any
 training starts.
 """

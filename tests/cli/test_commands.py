@@ -267,7 +267,8 @@ def test_bundle_of_the_other_engine_is_refused_naming_both_files(gradscope, comm
     pytest.importorskip("torch")
     gradscope("watch", str(SAMPLES / "nan_norm.py"), "--steps", "5", "--nan", "--bundle", "r.npz", code=1)
     twin = str(SAMPLES / "torch_models" / "nan_norm.py")
-    argv = ["replay", "r.npz", twin] if command == "replay" else ["debug", twin, "--bundle", "r.npz", "--commands", "quit"]
+    argv = (["replay", "r.npz", twin] if command == "replay"
+            else ["debug", twin, "--bundle", "r.npz", "--commands", "quit"])
     result = gradscope(*argv, code=2)
     assert result.stderr == ("error: r.npz: the bundle was written by a gradscope model; this model runs on torch "
                              f"(model file {twin})\n")
