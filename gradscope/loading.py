@@ -1,6 +1,6 @@
 """Model files: a plain Python file that defines a model, its data and its loss.
 
-The convention (see the README):
+The convention (see docs/model-files.md):
 
 * ``model``: an ``nn.Module`` instance, or ``build_model()`` returning one;
 * ``batch(step)`` returning ``(inputs, targets)``, or module-level ``inputs`` and ``targets``;

@@ -2,7 +2,8 @@
 
 :func:`run_script` executes the file with ``sys.argv == [SCRIPT, *ARGS]``, ``sys.path[0]`` set to
 the script's directory, ``__name__ == "__main__"`` and ``__file__`` set, and restores ``sys.argv``,
-``sys.path`` and ``sys.modules["__main__"]`` afterwards. :func:`when_imported` runs a callback
+``sys.path`` and ``sys.modules["__main__"]`` afterwards; :func:`run_module` does the same for a
+module, the way ``python -m MODULE ARGS`` does. :func:`when_imported` runs a callback
 once a module (``torch``) has finished importing, so that an engine's hooks are attached only if
 the script uses that engine.
 """
@@ -25,7 +26,8 @@ from gradscope.utils.usercode import describe_raise, describe_syntax_error, pass
 # gradscope's monitor package: its frames are left out of the script's traceback.
 _MONITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor")
 
-__all__ = ["ScriptError", "ScriptNotFound", "ScriptResult", "check_script", "run_script", "when_imported"]
+__all__ = ["ScriptError", "ScriptNotFound", "ScriptResult", "check_module", "check_script", "run_module", "run_script",
+           "when_imported"]
 
 
 class ScriptNotFound(ModelError):
@@ -100,6 +102,101 @@ def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResul
         else:
             sys.modules.pop("__main__", None)
     return ScriptResult(0)
+
+
+def run_module(name: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResult:
+    """Run module ``name`` as ``__main__``, as ``python -m name ARGS`` does: ``sys.path[0]`` is the
+    current directory (where the module is looked for), ``sys.argv == [the module's file, *args]``,
+    a package runs its ``__main__`` submodule, and the module's ``__spec__`` and ``__package__`` are
+    set, so relative imports work. Everything else is as in :func:`run_script`.
+
+    Raises:
+        ScriptNotFound: no such module, a package without ``__main__``, or its code cannot be
+            compiled.
+        ScriptError: the module raised.
+    """
+    saved_argv, saved_path, saved_main = sys.argv[:], sys.path[:], sys.modules.get("__main__")
+    if sys.path:
+        sys.path[0] = os.getcwd()
+    else:
+        sys.path.append(os.getcwd())
+    try:
+        spec, code = _module_code(name)
+        module = types.ModuleType("__main__")
+        module.__dict__.update({"__file__": spec.origin, "__builtins__": __builtins__, "__cached__": spec.cached,
+                                "__loader__": spec.loader, "__spec__": spec, "__package__": spec.parent})
+        sys.argv[:] = [spec.origin, *args]
+        sys.modules["__main__"] = module
+        try:
+            exec(code, module.__dict__)
+        except SystemExit as exc:
+            return _exit_result(exc)
+        except BaseException as exc:  # noqa: BLE001 - the module's own error, reported as Python would
+            if passes_through(exc):
+                raise
+            raise ScriptError(exc, _script_traceback(exc, code), _last_line(exc, spec.origin)) from exc
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+        else:
+            sys.modules.pop("__main__", None)
+    return ScriptResult(0)
+
+
+def check_module(name: str) -> None:
+    """Check that module ``name`` can be found from the current directory and compiled, as
+    ``python -m`` would find it (before starting processes for it; its parent packages are
+    imported, as ``python -m`` imports them).
+
+    Raises:
+        ScriptNotFound: see :func:`run_module`.
+    """
+    saved_path = sys.path[:]
+    if sys.path:
+        sys.path[0] = os.getcwd()
+    try:
+        _module_code(name)
+    finally:
+        sys.path[:] = saved_path
+
+
+def _module_code(name: str) -> tuple[Any, types.CodeType]:
+    """The spec and code of module ``name`` (of ``name.__main__`` for a package), as ``python -m``
+    finds them on ``sys.path``; the parent packages are imported on the way."""
+    if not name or name.startswith(".") or not all(part.isidentifier() for part in name.split(".")):
+        raise ScriptNotFound(f"-m {name}: not a module name (dotted names like package.train)")
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError as exc:
+        raise ScriptNotFound(f"-m {name}: no module named {exc.name!r}") from exc
+    except Exception as exc:  # noqa: BLE001 - a parent package raised while being imported
+        raise ScriptNotFound(f"-m {name}: importing its package {describe_raise(exc)}") from exc
+    if spec is None:
+        raise ScriptNotFound(f"-m {name}: no module named {name!r}")
+    if spec.submodule_search_locations is not None:
+        if name.endswith(".__main__"):
+            raise ScriptNotFound(f"-m {name}: is a package and cannot be run")
+        try:
+            spec = importlib.util.find_spec(f"{name}.__main__")
+        except ModuleNotFoundError:
+            spec = None
+        if spec is None:
+            raise ScriptNotFound(f"-m {name}: is a package without __main__.py; name the module to run "
+                                 f"({name}.train, ...)")
+    loader = spec.loader
+    if spec.origin is None or loader is None or not hasattr(loader, "get_code"):
+        raise ScriptNotFound(f"-m {name}: not a Python module that can be run (no source file)")
+    try:
+        code = loader.get_code(spec.name)
+    except (SyntaxError, ValueError) as exc:
+        raise ScriptNotFound(describe_syntax_error(os.path.relpath(spec.origin), exc)) from exc
+    except ImportError as exc:
+        raise ScriptNotFound(f"-m {name}: cannot read {spec.origin} ({exc})") from exc
+    if code is None:
+        raise ScriptNotFound(f"-m {name}: {spec.origin} holds no code to run")
+    return spec, code
 
 
 def check_script(path: str) -> None:

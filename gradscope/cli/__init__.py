@@ -50,10 +50,26 @@ class _RootGroup(click.Group):
         module, function, _ = COMMANDS[name]
         return getattr(importlib.import_module(module), function)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                           list[str]]:
+        """As click's, and a mistyped command name gets "did you mean", as a mistyped option does."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if name and name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            import difflib
+
+            matches = difflib.get_close_matches(name.lower(), sorted(COMMANDS), n=3, cutoff=0.6)
+            matches += [command for command in sorted(COMMANDS) if command.startswith(name.lower()) and
+                        command not in matches]
+            if matches:
+                quoted = ", ".join(f"'{match}'" for match in matches)
+                hint = f"Did you mean {quoted}?" if len(matches) == 1 else f"Did you mean one of: {quoted}?"
+                raise click.UsageError(f"No such command '{name}'. ({hint})", ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command overview from :data:`COMMANDS`, without importing every command."""
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        rows = [(name, click.utils.make_default_short_help(COMMANDS[name][2], limit)) for name in sorted(COMMANDS)]
+        """The command overview from :data:`COMMANDS`, without importing every command; each
+        summary is a whole sentence, wrapped to the width rather than cut with "..."."""
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]  # whole sentences, wrapped, never cut
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

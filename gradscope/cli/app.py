@@ -86,7 +86,7 @@ class App:
                     sys.stderr.flush()
                 os.dup2(descriptor, 1)
                 os.close(descriptor)
-                if self._out is not None and self._out.file is document:
+                if self._out is not None and _unwrapped(self._out.file) is document:
                     self._out = None
             self._stdout = previous
 
@@ -101,7 +101,7 @@ class App:
         if self._out is None:
             from rich.console import Console
 
-            self._out = Console(file=self.stdout, highlight=False, soft_wrap=False)
+            self._out = Console(file=_trimmed(self.stdout), highlight=False, soft_wrap=False)
             if not self._out.is_terminal and "COLUMNS" not in os.environ:
                 self._out.width = PIPE_WIDTH
         return self._out
@@ -112,8 +112,15 @@ class App:
         if self._err is None:
             from rich.console import Console
 
-            self._err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+            self._err = Console(file=_trimmed(sys.stderr), highlight=False, soft_wrap=True)
         return self._err
+
+    @property
+    def err_wraps(self) -> bool:
+        """True when stderr has a width to wrap sentences at (a terminal, or ``COLUMNS`` set): there
+        summaries are wrapped at words rather than cut mid-word by the terminal. Piped without
+        ``COLUMNS``, each sentence stays on one line (``grep`` finds it whole)."""
+        return self.err.is_terminal or "COLUMNS" in os.environ
 
     @property
     def stdout_is_terminal(self) -> bool:
@@ -152,6 +159,43 @@ class App:
     def exit(self, code: ExitCode) -> NoReturn:
         """Exit with ``code`` without printing anything."""
         raise click.exceptions.Exit(int(code))
+
+
+class _TrimmedLines:
+    """A text stream that drops the blanks at the end of every line written through it: rich pads
+    each line of a table to the table's width, which on a terminal is invisible and in a pipe or
+    a file is noise (``diff``, ``grep 'x$'``, editors showing trailing whitespace). Blanks at the
+    end of a write are held back until the next write shows whether a line ends there."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.wrapped = stream
+        self._blanks = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._blanks + text).split("\n")
+        last = lines[-1].rstrip(" ")
+        self._blanks = lines[-1][len(last):]
+        self.wrapped.write("\n".join([*(line.rstrip(" ") for line in lines[:-1]), last]))
+        return len(text)
+
+    def flush(self) -> None:
+        self.wrapped.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
+def _trimmed(stream: IO[str]) -> Any:
+    """``stream``, or where it is not a terminal, ``stream`` without blanks at the ends of lines."""
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        terminal = False
+    return stream if terminal else _TrimmedLines(stream)
+
+
+def _unwrapped(stream: Any) -> Any:
+    return stream.wrapped if isinstance(stream, _TrimmedLines) else stream
 
 
 def _move_descriptor_1(stream: IO[str]) -> int | None:

@@ -76,20 +76,39 @@ class LogWriter:
     Args:
         run: the started command (its ``fail(output, error)`` reports a failing write).
         output: the resolved ``--log`` output, or None for no log.
+        tensorboard: the resolved ``--tensorboard`` directory, or None: each record is also
+            written there as TensorBoard scalars.
     """
 
-    def __init__(self, run: Any, output: Any) -> None:
+    def __init__(self, run: Any, output: Any, tensorboard: Any = None) -> None:
         self.run = run
         self.output = output
         self.descriptor: int | None = None
+        self.tensorboard = tensorboard
+        self.scalars: Any = None
         if output is not None:
             try:
                 self.descriptor = os.open(output.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
             except OSError as exc:
                 run.fail(output, exc)
+        if tensorboard is not None:
+            from gradscope.cli.tensorboard import ScalarWriter
+
+            try:
+                self.scalars = ScalarWriter(tensorboard.path)
+            except Exception as exc:  # noqa: BLE001 - any failure of the event writer is one output's failure
+                run.fail(tensorboard, exc)
 
     def write(self, line: str) -> None:
         """Append ``line`` (a whole JSON line, newline included) with one ``write``."""
+        if self.scalars is not None:
+            import json
+
+            try:
+                self.scalars.write(json.loads(line))
+            except Exception as exc:  # noqa: BLE001 - see __init__
+                self._close_scalars()
+                self.run.fail(self.tensorboard, exc)
         if self.descriptor is None:
             return
         data = line.encode("utf-8")
@@ -101,7 +120,30 @@ class LogWriter:
             self.run.fail(self.output, exc)
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Close the file and the event file (idempotent)."""
         if self.descriptor is not None:
             os.close(self.descriptor)
             self.descriptor = None
+        if self.scalars is not None:
+            try:
+                self._close_scalars()
+            except Exception as exc:  # noqa: BLE001 - see __init__
+                self.run.fail(self.tensorboard, exc)
+
+    def _close_scalars(self) -> None:
+        scalars, self.scalars = self.scalars, None
+        scalars.close()
+
+
+@contextlib.contextmanager
+def naming_the_bundle(bundle_label: str, model_label: str) -> Iterator[None]:
+    """Let a bundle that does not fit the model (another engine, other parameters) be refused with
+    one line that names the bundle file and the model file."""
+    from gradscope.monitor.snapshot import BundleError
+
+    try:
+        yield
+    except BundleError as exc:
+        if str(exc).startswith(bundle_label):
+            raise
+        raise BundleError(f"{bundle_label}: {exc} (model file {model_label})") from exc

@@ -144,6 +144,9 @@ def _restore_bundle(workload: Any, bundle_file: str) -> tuple[int, Any]:
     from gradscope.loading import Batch
     from gradscope.monitor.snapshot import Snapshot
 
-    snapshot, meta = Snapshot.load(os.path.abspath(bundle_file))
-    optimizer = workload.make_optimizer(float(meta.get("lr", 0.01)))
-    return snapshot.step, Batch.from_raw(snapshot.restore(workload.model, optimizer))
+    from gradscope.cli.common import naming_the_bundle
+
+    with naming_the_bundle(bundle_file, workload.label):
+        snapshot, meta = Snapshot.load(os.path.abspath(bundle_file))
+        optimizer = workload.make_optimizer(float(meta.get("lr", 0.01)))
+        return snapshot.step, Batch.from_raw(snapshot.restore(workload.model, optimizer))

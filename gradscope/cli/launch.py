@@ -93,7 +93,7 @@ class Worker:
 
 
 def worker_arguments(options: Any, output_format: str, log_path: str | None, debug: bool,
-                     script: str, args: list[str]) -> list[str]:
+                     script: str, args: list[str], module: bool = False, tensorboard: str | None = None) -> list[str]:
     """``gradscope run`` arguments that make each worker run as this command was asked to."""
     arguments = ["-m", "gradscope"]
     if debug:
@@ -107,23 +107,26 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
         arguments += ["--clip", repr(options.clip), "--clip-mode", options.clip_mode]
     if log_path is not None:
         arguments += ["--log", log_path]
-    arguments += ["--format", output_format, script, *args]
+    if tensorboard is not None:
+        arguments += ["--tensorboard", str(tensorboard)]
+    arguments += ["--format", output_format, *(["-m"] if module else []), script, *args]
     return arguments
 
 
 def launch(app: App, nproc: int, script: str, args: list[str], options: Any, output_format: str,
-           log_path: str | None, debug: bool) -> int:
-    """Run ``script`` on ``nproc`` local processes and print rank 0's report; returns the exit code."""
-    from gradscope.scripts import check_script
+           log_path: str | None, debug: bool, module: bool = False, tensorboard: Any = None) -> int:
+    """Run ``script`` (a module with ``module``) on ``nproc`` local processes and print rank 0's
+    report; returns the exit code."""
+    from gradscope.scripts import check_module, check_script
 
-    check_script(script)
+    (check_module if module else check_script)(script)
     try:
         from gradscope.engines.torch_distributed import launch_local
     except ImportError:
         app.abort("--nproc needs PyTorch with torch.distributed (pip install 'gradscope[torch]')", ExitCode.USAGE)
     with tempfile.TemporaryDirectory(prefix="gradscope-run-") as directory:
         result_path = os.path.join(directory, "result.pickle")
-        arguments = worker_arguments(options, output_format, log_path, debug, script, args)
+        arguments = worker_arguments(options, output_format, log_path, debug, script, args, module, tensorboard)
         saved = os.environ.get(RESULT_ENV)
         os.environ[RESULT_ENV] = result_path
         try:

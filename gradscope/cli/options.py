@@ -31,9 +31,20 @@ def engine_option(fn: F) -> F:
                             "(a torch.nn.Module runs on PyTorch).")(fn)
 
 
+#: The paragraph that every command taking MODEL ends its help with.
+MODEL_HELP = ("MODEL is a Python file that defines `model` (an nn.Module, or `build_model()` returning one), "
+              "`batch(step)` returning (inputs, targets) (or `inputs` and `targets`), and `loss_fn(output, "
+              "targets)` (or `compute_loss(model, batch)`); optionally `make_optimizer(parameters)`. Without "
+              "MODEL, `model = \"...\"` in [tool.gradscope] of pyproject.toml names it.")
+
+
 def model_argument(fn: F) -> F:
     """The ``MODEL`` argument: a Python model file, or ``model`` in ``[tool.gradscope]`` when left out
-    (existence is checked by the loader, exit code 3)."""
+    (existence is checked by the loader, exit code 3). Apply it right below ``@click.command``: it
+    ends the command's help with :data:`MODEL_HELP`."""
+    import inspect
+
+    fn.__doc__ = f"{inspect.cleandoc(fn.__doc__ or '')}\n\n{MODEL_HELP}"
     return click.argument("model_file", metavar="MODEL", required=False)(fn)
 
 
@@ -41,7 +52,7 @@ def format_option(*choices: str) -> Callable[[F], F]:
     """``--format`` with the given choices; the first is the default."""
     return click.option("--format", "output_format", type=click.Choice(list(choices)), default=choices[0],
                         show_default=True,
-                        help="table: for people; json: only JSON on stdout (schema in the README).")
+                        help="table: for people; json: only JSON on stdout (schema in docs/json-and-exit-codes.md).")
 
 
 def seed_option(fn: F) -> F:

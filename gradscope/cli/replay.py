@@ -33,7 +33,7 @@ def replay(ctx: click.Context, bundle: str, **_: Any) -> None:
       gradscope replay nan.npz sample_models/nan_backward.py
       gradscope replay nan.npz sample_models/nan_backward.py --format json
     """
-    from gradscope.cli.common import quiet_numpy
+    from gradscope.cli.common import naming_the_bundle, quiet_numpy
     from gradscope.cli.startup import start
     from gradscope.monitor.bundle_format import read_bundle
     from gradscope.monitor.watch import replay as replay_bundle
@@ -43,14 +43,14 @@ def replay(ctx: click.Context, bundle: str, **_: Any) -> None:
     path = os.path.abspath(bundle)
     read_bundle(path, label=bundle)
     workload = run.load_model()
-    with quiet_numpy():
-        report = dataclasses.replace(replay_bundle(workload, path), bundle=bundle)
+    with quiet_numpy(), naming_the_bundle(bundle, workload.label):
+        report = dataclasses.replace(replay_bundle(workload, path), bundle=None)  # replay writes no bundle
     app = run.app
     if ctx.params["output_format"] == "json":
         from gradscope.render.data import watch_to_dict
 
         app.echo_json(watch_to_dict(report))
-        app.err.print(watch_summary(report))
+        app.err.print(watch_summary(report), soft_wrap=not app.err_wraps)
     else:
         for record in report.history:
             app.out.print(watch_line(record), markup=False, soft_wrap=True)

@@ -18,17 +18,23 @@ if TYPE_CHECKING:
 @option("nan", "Stop at the first NaN (loss, activation, gradient or parameter) and show where it started.")
 @option("inf", "The same for infinite values.")
 @option("log", "Append one JSON record per step to this file (flushed every step).")
+@option("tensorboard", "Also write each step's loss and gradient norms as TensorBoard scalars into this directory "
+                       "(needs the tensorboard package).")
 @option("clip", "Clip the gradients to this value before each optimizer step.")
 @option("mode", "How --clip clips: norm (total 2-norm of the optimizer's gradients) or value (each element).",
         default="norm", flag="--clip-mode")
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
+@click.option("-m", "module", is_flag=True,
+              help="SCRIPT is a module, run as `python -m SCRIPT ARGS` runs it (package.train; found from the "
+                   "current directory).")
 @debug_option
 @click.argument("script")
 @click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, **_: Any) -> None:
+def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, module: bool,
+        **_: Any) -> None:
     """Run SCRIPT as `python SCRIPT ARGS` would, with gradscope watching every model it trains.
 
     Works on gradscope's engine and on PyTorch (hooks are attached when the script imports
@@ -45,6 +51,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run --nan --inf --log steps.jsonl train.py --lr 0.1
       gradscope run --format json --clip 1.0 train.py > run.json
       gradscope run --nproc 2 --nan train_ddp.py
+      gradscope run --nan -m package.train --epochs 3
     """
     from gradscope.cli.startup import start
     from gradscope.cli.common import LogWriter
@@ -60,27 +67,31 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
         from gradscope.cli.launch import launch
 
         output = started.output("log")
+        tensorboard = started.output_directory("tensorboard")
         started.exit(launch(started.app, started["nproc"], script, list(script_args), options, output_format,
-                            output.path if output is not None else None, started.app.debug))
+                            output.path if output is not None else None, started.app.debug, module=module,
+                            tensorboard=tensorboard.path if tensorboard is not None else None))
     from gradscope.cli.launch import Worker
 
     worker = Worker.from_environment()
-    log = LogWriter(started, started.output("log") if worker.writes_log else None)
+    log = LogWriter(started, started.output("log") if worker.writes_log else None,
+                    started.output_directory("tensorboard") if worker.writes_log else None)
     try:
-        code = _run(started.app, script, list(script_args), options, log, output_format, worker)
+        code = _run(started.app, script, list(script_args), options, log, output_format, worker, module)
     finally:
         log.close()
     started.exit(code)
 
 
-def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any) -> int:
+def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any,
+         module: bool = False) -> int:
     import json
 
     from gradscope.engines import get_engine
     from gradscope.monitor.run import RunMonitor, StopRun
     from gradscope.render.data import run_step_to_dict
     from gradscope.render.tables import run_line
-    from gradscope.scripts import ScriptError, run_script, when_imported
+    from gradscope.scripts import ScriptError, run_module, run_script, when_imported
 
     from gradscope.cli.common import quiet_numpy
     from gradscope.cli.status import StatusLine, output_below
@@ -104,7 +115,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), monitor.reducer.deferred_signals():
             try:
                 with output_below(status), quiet_numpy():
-                    result = run_script(script, args)
+                    result = (run_module if module else run_script)(script, args)
                 monitor.finish()
             except StopRun:
                 stopped = True
@@ -127,15 +138,17 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     if result is not None and result.message is not None:
         sys.stderr.write(result.message + "\n")
         sys.stderr.flush()
-    report = monitor.report(script, interrupted=interrupt is not None, error=error is not None)
+    label = f"-m {script}" if module else script
+    report = monitor.report(label, interrupted=interrupt is not None, error=error is not None)
     lines: list[str] = []
     if error is not None:
-        lines.append(f"error: {script}: {error}")
+        lines.append(f"error: {label}: {error}")
     if interrupt is not None:
         from gradscope.utils.usercode import Terminated
 
         terminated = isinstance(interrupt, Terminated)
-        lines.append(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s)")
+        lines.append(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s): "
+                     "the summary covers the steps that finished")
         code = ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     elif error is not None:
         code = ExitCode.MODEL_ERROR
@@ -158,7 +171,7 @@ def print_report(app: App, report: Any, output_format: str) -> None:
         from gradscope.render.data import run_to_dict
 
         app.echo_json(run_to_dict(report))
-    app.err.print(run_summary(report))
+    app.err.print(run_summary(report), soft_wrap=not app.err_wraps)
 
 
 def _raised_by_monitor(exc: BaseException) -> bool:

@@ -236,6 +236,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("log", Text(), path=True),
     Setting("bundle", Text(), path=True),
     Setting("save", Text(), path=True),
+    Setting("tensorboard", Text(), path=True),
     Setting("ignore", TextList()),
     Setting("engine", Choice(("gradscope", "torch"))),
     Setting("layers", TextList()),

@@ -2,9 +2,10 @@
 
 :func:`start` reads ``[tool.gradscope]``, gives every option its checked value (flag, else
 config, else default; :mod:`gradscope.cli.settings`), finds the model file (the ``MODEL``
-argument or ``model`` in the config), resolves output files to absolute paths and checks that
-they can be written, sends whatever the user's code prints to stderr when stdout carries a
-machine-readable document, runs the model file with ``sys.argv == [MODEL]``, and loads it.
+argument or ``model`` in the config), resolves output files to absolute paths, creates their
+missing directories and checks that they can be written, sends whatever the user's code prints
+to stderr when stdout carries a machine-readable document, runs the model file with
+``sys.argv == [MODEL]``, and loads it.
 Any problem is one error line and exit code 2 (options, outputs) or 3 (the model), before any
 training starts.
 """
@@ -60,7 +61,8 @@ class Run:
         return self.settings[name].value
 
     def output(self, name: str, suffixes: Sequence[str] = ()) -> Output | None:
-        """The output file of setting ``name`` (None when not set), checked to be writable now.
+        """The output file of setting ``name`` (None when not set), checked to be writable now
+        (missing directories above it are created, as loggers do).
 
         Relative paths are relative to the current directory for a flag, and to the
         ``pyproject.toml``'s directory for a config value; they no longer depend on the current
@@ -83,10 +85,43 @@ class Run:
         if what is not None:
             self.app.abort(f"{source} {label}: that is {what}; refusing to overwrite it", ExitCode.USAGE)
         own_directory = resolved.source == "default" and label == DEFAULT_BUNDLE
-        problem = check_writable(path if path.parent.exists() or not own_directory else path.parent)
+        if own_directory and not path.parent.exists():
+            problem = check_writable(path.parent)  # .gradscope/ itself is made when a bundle is written
+        else:
+            problem = check_writable(path, make_directories=True)
         if problem is not None:
             self.app.abort(f"{source} {label}: cannot write there: {problem}", ExitCode.USAGE)
         return Output(name=name, label=label, path=path, source=source, gradscope_directory=own_directory)
+
+    def output_directory(self, name: str) -> Output | None:
+        """The output directory of setting ``name`` (``--tensorboard``; None when not set),
+        resolved as :meth:`output` resolves files, created now, and checked to take new files."""
+        import tempfile
+
+        from gradscope.cli.tensorboard import INSTALL_HINT, available
+
+        resolved = self.settings[name]
+        if resolved.value is None:
+            return None
+        label = str(resolved.value)
+        source = resolved.source if resolved.source != "default" else f"--{name}"
+        if not available():
+            self.app.abort(f"{source} {label}: {INSTALL_HINT}", ExitCode.USAGE)
+        path = Path(os.path.abspath(Path(resolved.base or Path.cwd()) / os.path.expanduser(label)))
+        problem = None
+        if path.exists() and not path.is_dir():
+            problem = "is a file, not a directory"
+        else:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+                descriptor, probe = tempfile.mkstemp(prefix=".gradscope.", suffix=".probe", dir=path)
+                os.close(descriptor)
+                os.unlink(probe)
+            except OSError as exc:
+                problem = f"cannot create files there ({exc.strerror or exc})"
+        if problem is not None:
+            self.app.abort(f"{source} {label}: cannot write there: {problem}", ExitCode.USAGE)
+        return Output(name=name, label=label, path=path, source=source)
 
     def write(self, output: Output, write: Callable[[Path], None]) -> bool:
         """Call ``write(absolute path)``; on failure print one error line, remember it, return False."""

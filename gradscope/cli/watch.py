@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 @option("clip", "Clip the total gradient norm to this value before each update.")
 @option("lr", "Learning rate of the default SGD optimizer (a model's make_optimizer wins).", default=0.01)
 @option("log", "Append one JSON record per step to this file (flushed every step).")
+@option("tensorboard", "Also write each step's loss and gradient norms as TensorBoard scalars into this directory "
+                       "(needs the tensorboard package).")
 @option("bundle", "Where --nan/--inf write the replay bundle of the failing step.",
         default=DEFAULT_BUNDLE)
 @layers_option
@@ -63,6 +65,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
     run = start(ctx)
     stop = run["nan"] or run["inf"]
     log = run.output("log")
+    tensorboard = run.output_directory("tensorboard")
     bundle = run.output("bundle") if stop else None
     if not stop and run.settings["bundle"].source.startswith("--"):
         run.app.warn(f"{run.settings['bundle'].source} {run['bundle']}: a replay bundle is only written with --nan "
@@ -75,7 +78,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
     watcher = Watcher(workload, options)
     output_format = ctx.params["output_format"]
     interrupt: KeyboardInterrupt | None = None
-    writer = LogWriter(run, log)
+    writer = LogWriter(run, log, tensorboard)
     try:
         with quiet_numpy():
             _run(run.app, watcher, writer, live=output_format == "table" and run.app.stdout_is_terminal,
@@ -95,7 +98,8 @@ def watch(ctx: click.Context, **_: Any) -> None:
     _print_report(run.app, report, output_format)
     if interrupt is not None:
         signal = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
-        run.app.err.print(f"{signal} after {report.steps_run} step(s)", style="yellow")
+        run.app.err.print(f"{signal} after {report.steps_run} step(s): the summary covers the steps that finished",
+                          style="yellow")
         run.app.exit(ExitCode.TERMINATED if isinstance(interrupt, Terminated) else ExitCode.INTERRUPTED)
     from gradscope.monitor.analysis import has_errors
 

@@ -1,4 +1,4 @@
-"""Reports -> JSON-serialisable dicts, following the schemas documented in the README.
+"""Reports -> JSON-serialisable dicts, following the schemas documented in docs/json-and-exit-codes.md.
 
 JSON has no NaN or Infinity, so a non-finite number is written as the string ``"nan"``, ``"inf"``
 or ``"-inf"``; a number that does not exist (a parameter without a gradient) is ``null``.

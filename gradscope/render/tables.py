@@ -343,8 +343,6 @@ def watch_summary(report: "WatchReport") -> RenderableType:
                                f"loss {fmt(losses[0])} -> {fmt(losses[-1])}  ", losses, style="bold"))
     else:
         parts.append(Text("no step completed", style="bold"))
-    if report.status == "interrupted":
-        parts.append(Text("interrupted: the summary covers the steps that finished", style="yellow"))
     if report.first_nonfinite is not None:
         parts.append(origin_view(report.first_nonfinite))
     elif report.status == "nonfinite":
@@ -447,8 +445,6 @@ def run_summary(report: "RunReport") -> RenderableType:
         parts.append(FittedTable(columns, rows, title="Gradient norm per layer over the run"))
     else:
         parts.append(Text(f"gradscope run {report.script}: no step completed", style="bold"))
-    if report.status == "interrupted":
-        parts.append(Text("interrupted: the summary covers the steps that finished", style="yellow"))
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     if report.first_nonfinite is not None:

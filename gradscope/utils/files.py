@@ -4,6 +4,8 @@
 target once everything is written and flushed: a crash, Ctrl-C or a full disk leaves either the
 old file or the new one, never a truncated one. Targets that are not regular files (``/dev/null``,
 ``/dev/full``, a named pipe) cannot be replaced by a rename and are written directly.
+:func:`check_writable` tells whether a path can be written, creating the directories an output
+needs as loggers do (``--log runs/gradscope.jsonl`` in a new project).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-__all__ = ["atomic_write", "atomic_write_text", "check_writable"]
+__all__ = ["atomic_write", "atomic_write_text", "check_writable", "make_parent_directories"]
 
 
 def _is_special(path: Path) -> bool:
@@ -56,13 +58,19 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda file: file.write(text.encode("utf-8")))
 
 
-def check_writable(path: str | Path) -> str | None:
+def check_writable(path: str | Path, make_directories: bool = False) -> str | None:
     """Why ``path`` cannot be written (a short phrase), or None when it can.
 
-    An existing file must be a writable file, not a directory; a new file needs an existing
-    directory in which a file can actually be created (probed, so read-only file systems count).
+    An existing file must be a writable file, not a directory; a new file needs a directory in
+    which a file can actually be created (probed, so read-only file systems count). With
+    ``make_directories``, missing directories above ``path`` are created first (those that could
+    be created stay, even when the file then cannot be written).
     """
     target = Path(path)
+    if make_directories:
+        problem = make_parent_directories(target)
+        if problem is not None:
+            return problem
     if target.is_dir():
         return "is a directory"
     if target.exists():
@@ -81,6 +89,23 @@ def check_writable(path: str | Path) -> str | None:
         return f"cannot create files in {parent} ({exc.strerror or exc})"
     os.close(descriptor)
     os.unlink(probe)
+    return None
+
+
+def make_parent_directories(path: str | Path) -> str | None:
+    """Create the missing directories above ``path``; why they cannot be created, or None."""
+    parent = Path(path).parent
+    if parent.is_dir():
+        return None
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create directory {parent} ({exc.strerror or exc})"
     return None
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import sample
+from tests.cli.conftest import SAMPLES, sample
 
 pytestmark = pytest.mark.usefixtures("engine")
 
@@ -225,7 +225,7 @@ def test_watch_ctrl_c_prints_summary_and_exits_130(gradscope, monkeypatch):
     result = gradscope("watch", sample("mlp"), "--steps", "10", "--format", "json", code=130)
     data = json.loads(result.stdout)
     assert data["steps_run"] == 2 and data["status"] == "interrupted"
-    assert "interrupted after 2 step(s)" in result.stderr
+    assert "interrupted after 2 step(s): the summary covers the steps that finished" in result.stderr
 
 
 # -------------------------------------------------------------------------------------------- replay
@@ -243,12 +243,36 @@ def test_replay_reproduces_the_failing_step(gradscope, name, phase):
 def test_replay_errors(gradscope, tmp_path):
     gradscope("watch", sample("nan_norm"), "--steps", "5", "--nan", "--bundle", "r.npz", code=1)
     result = gradscope("replay", "r.npz", sample("mlp"), code=2)
-    assert "does not match the model" in result.stderr
+    assert result.stderr.startswith("error: r.npz: the bundle does not match the model: ")
+    assert result.stderr.endswith(f"(model file {sample('mlp')})\n")
     result = gradscope("replay", "missing.npz", sample("mlp"), code=2)
     assert "missing.npz" in result.stderr and result.stdout == ""
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     result = gradscope("replay", "bad.npz", sample("mlp"), code=2)
     assert "not a gradscope replay bundle" in result.stderr
+
+
+def test_replay_names_no_bundle_of_its_own(gradscope):
+    """replay reads a bundle and writes none: no `replay bundle:` line for its own input, bundle null."""
+    watched = gradscope("watch", str(SAMPLES / "nan_norm.py"), "--steps", "5", "--nan", "--bundle", "r.npz", code=1)
+    assert "replay bundle: r.npz" in watched.stdout
+    replayed = gradscope("replay", "r.npz", str(SAMPLES / "nan_norm.py"), code=1)
+    assert "First non-finite value (nan) started here:" in replayed.stdout
+    assert "replay bundle" not in replayed.stdout + replayed.stderr
+    assert gradscope.json("replay", "r.npz", str(SAMPLES / "nan_norm.py"), code=1)["bundle"] is None
+
+
+@pytest.mark.parametrize("command", ["replay", "debug"])
+def test_bundle_of_the_other_engine_is_refused_naming_both_files(gradscope, command):
+    pytest.importorskip("torch")
+    gradscope("watch", str(SAMPLES / "nan_norm.py"), "--steps", "5", "--nan", "--bundle", "r.npz", code=1)
+    twin = str(SAMPLES / "torch_models" / "nan_norm.py")
+    argv = (["replay", "r.npz", twin] if command == "replay"
+            else ["debug", twin, "--bundle", "r.npz", "--commands", "quit"])
+    result = gradscope(*argv, code=2)
+    assert result.stderr == ("error: r.npz: the bundle was written by a gradscope model; this model runs on torch "
+                             f"(model file {twin})\n")
+    assert result.stdout == ""
 
 
 # ---------------------------------------------------------------------------------------------- clip

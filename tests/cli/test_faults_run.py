@@ -180,8 +180,12 @@ def output_cases() -> list[Case]:
     return [
         Case("log-is-directory", ["run", "--log", ".", "train.py"], 2, "--log .: cannot write there: is a directory",
              {"train.py": marker}, check=lambda root, result: not (root / "ran").exists() or pytest.fail("ran")),
-        Case("log-missing-directory", ["run", "--log", "no/dir/run.jsonl", "train.py"], 2, "does not exist",
-             {"train.py": marker}, check=lambda root, result: not (root / "ran").exists() or pytest.fail("ran")),
+        Case("log-under-a-file", ["run", "--log", "train.py/dir/run.jsonl", "train.py"], 2,
+             "--log train.py/dir/run.jsonl: cannot write there: ", {"train.py": marker},
+             check=lambda root, result: not (root / "ran").exists() or pytest.fail("ran")),
+        Case("log-new-directories", ["run", "--format", "json", "--log", "no/dir/run.jsonl", "train.py"], 0, files={"train.py": TRAIN},
+             error_line=False, check=lambda root, result: (root / "no" / "dir" / "run.jsonl").read_text()
+             or pytest.fail("empty log")),
         Case("log-is-the-script", ["run", "--log", "./train.py", "train.py"], 2,
              "that is the script; refusing to overwrite it", {"train.py": TRAIN}, check=_script_untouched),
         Case("config-log-is-directory", ["run", "train.py"], 2, "tool.gradscope.run.log d: cannot write there",

@@ -1,4 +1,4 @@
-"""Meta-tests: every command has help with an example and is documented in README.md."""
+"""Meta-tests: every command has help with an example and is in README.md's tour."""
 from __future__ import annotations
 
 import ast
@@ -69,7 +69,7 @@ def test_root_help_lists_exit_codes(gradscope):
 def test_exit_codes_documented():
     from gradscope.cli.app import ExitCode
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "json-and-exit-codes.md").read_text()
     for code in ExitCode:
         assert f"| {int(code)} |" in text
 
@@ -100,3 +100,56 @@ def test_layering(package):
             for name in names:
                 assert not any(name == bad or name.startswith(bad + ".") for bad in forbidden), \
                     f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize(("typed", "suggestion"), [
+    ("inspetc", "(Did you mean 'inspect'?)"),
+    ("wacth", "(Did you mean 'watch'?)"),
+    ("Check", "(Did you mean 'check'?)"),
+    ("ins", "(Did you mean 'inspect'?)"),
+    ("c", "(Did you mean one of: 'check', 'clip'?)"),
+])
+def test_mistyped_command_gets_did_you_mean(gradscope, typed, suggestion):
+    result = gradscope(typed, "model.py", code=2)
+    assert result.stderr == f"error: No such command '{typed}'. {suggestion} (see 'gradscope --help')\n"
+    assert result.stdout == ""
+
+
+def test_unknown_command_without_a_near_name_gets_no_guess(gradscope):
+    result = gradscope("frobnicate", code=2)
+    assert result.stderr == "error: No such command 'frobnicate'. (see 'gradscope --help')\n"
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "200"])
+def test_root_help_shows_whole_command_sentences(columns):
+    """Each command's summary is its whole first sentence, wrapped under the name, never cut with '...'."""
+    result = subprocess.run([sys.executable, "-m", "gradscope", "--help"], capture_output=True, text=True, cwd=ROOT,
+                            env={**__import__("os").environ, "COLUMNS": columns}, timeout=60)
+    section = result.stdout[result.stdout.index("Commands:"):]
+    assert "..." not in section
+    entries: dict[str, str] = {}
+    for line in section.splitlines()[1:]:
+        name, _, text = line.strip().partition(" ") if line.startswith("  ") and line[2] != " " else ("", "", line)
+        if name:
+            entries[name] = text.strip()
+        else:
+            last = list(entries)[-1]
+            entries[last] += " " + line.strip()
+    assert entries == {name: sentence for name, (_, _, sentence) in COMMANDS.items()}
+
+
+def _takes_model(name: str) -> bool:
+    return any(param.name == "model_file" for param in cli.get_command(None, name).params)
+
+
+def test_model_commands_are_known():
+    assert sorted(name for name in COMMANDS if _takes_model(name)) == [
+        "check", "clip", "debug", "graph", "inspect", "replay", "watch"]
+
+
+@pytest.mark.parametrize("name", sorted(name for name in COMMANDS if _takes_model(name)))
+def test_help_of_a_model_command_says_what_a_model_file_defines(gradscope, name):
+    text = " ".join(gradscope(name, "--help", code=0).stdout.split())
+    for defined in ("`model`", "`batch(step)`", "`loss_fn(output, targets)`", "`compute_loss(model, batch)`",
+                    "`make_optimizer(parameters)`", "[tool.gradscope]"):
+        assert defined in text, (name, defined)
