@@ -88,6 +88,12 @@ class LogWriter:
             except OSError as exc:
                 run.fail(output, exc)
 
+    @property
+    def active(self) -> bool:
+        """Whether lines are written (a log was asked for and no write has failed): callers skip
+        building a record's line when it is not."""
+        return self.descriptor is not None
+
     def write(self, line: str) -> None:
         """Append ``line`` (a whole JSON line, newline included) with one ``write``."""
         if self.descriptor is None:
