@@ -99,6 +99,12 @@ class LogWriter:
             except Exception as exc:  # noqa: BLE001 - any failure of the event writer is one output's failure
                 run.fail(tensorboard, exc)
 
+    @property
+    def active(self) -> bool:
+        """Whether lines are written (a log was asked for and no write has failed): callers skip
+        building a record's line when it is not."""
+        return self.descriptor is not None
+
     def write(self, line: str) -> None:
         """Append ``line`` (a whole JSON line, newline included) with one ``write``."""
         if self.scalars is not None:

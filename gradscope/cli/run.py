@@ -100,7 +100,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     status = StatusLine(sys.stderr) if live else None
 
     def on_step(record: Any) -> None:
-        log.write(json.dumps(run_step_to_dict(record), allow_nan=False) + "\n")
+        if log.active:  # without --log, no line is built
+            log.write(json.dumps(run_step_to_dict(record), allow_nan=False) + "\n")
         if status is not None:
             status.show(run_line(record))
 

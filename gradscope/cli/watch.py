@@ -114,7 +114,8 @@ def _run(app: App, watcher: Any, log: LogWriter, live: bool, plain: bool, layers
     from gradscope.render.tables import watch_line, watch_table
 
     def write_log(record: Any) -> None:
-        log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
+        if log.active:  # without --log, no line is built
+            log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
 
     from gradscope.cli.common import progress_on_terminal
 

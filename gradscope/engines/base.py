@@ -153,6 +153,15 @@ class Engine:
         """``(float(loss), squared_norms(tensors))`` with a single host synchronisation."""
         return float(loss.item()), self.squared_norms(tensors)
 
+    def activation_summary(self, tensor: Any) -> Any:
+        """What a monitor keeps of a module's output to tell, with the step's one host transfer
+        after backward, whether it held NaN/Inf: a tensor whose :meth:`squared_norms` entry is
+        non-finite exactly when ``tensor`` held a non-finite value. Here the tensor itself (host
+        arrays: reading it later costs nothing extra); engines whose activations are large device
+        tensors return a 0-d reduction instead, so the activation is freed when autograd is done
+        with it (peak memory does not grow with the model's activations)."""
+        return tensor
+
     def nonfinite_kind(self, tensor: Any) -> str | None:
         """``"nan"`` if the tensor holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
         return nonfinite_kind_of_array(self.to_numpy(tensor))

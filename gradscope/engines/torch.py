@@ -154,6 +154,14 @@ class TorchEngine(Engine):
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
         return self._squares(None, tensors)[1]
 
+    def activation_summary(self, tensor: Any) -> Any:
+        # The sum, accumulated in float64 (float32 where the device has no float64): NaN or Inf
+        # exactly when an entry is, since no sum of finite float32 values reaches float64's
+        # range. One reduction kernel, no host synchronisation, no copy of the activation.
+        local = _local(tensor).detach()
+        wide = torch.float32 if local.device.type == "mps" else torch.float64
+        return local.sum(dtype=wide) if local.is_floating_point() or local.is_complex() else local.sum()
+
     def loss_and_squared_norms(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
         return self._squares(loss, tensors)
 

@@ -100,6 +100,15 @@ class RootCall:
     rng: Any
     outputs: list
     grad_outputs: list = field(default_factory=list)
+    handles: list = field(default_factory=list)  # the hooks that fill grad_outputs
+
+    def release(self) -> None:
+        """Forget the call: its gradient hooks are removed and nothing it kept stays alive."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        self.grad_outputs.clear()
+        self.outputs.clear()
 
 
 @dataclass
@@ -165,7 +174,8 @@ class RunMonitor:
         self._parameter_modules: list[str] = []
         self._rng_before: dict[int, Any] = {}
         self.root_calls: list[RootCall] = []
-        self._activations: dict[int, tuple[int, Any]] = {}
+        # (module key, engine.activation_summary(output)) of each module output of the pass
+        self._activations: list[tuple[int, Any]] = []
         self.activation_nonfinite = False
         self._pending: list[_BackwardStats] = []
         self._last: _BackwardStats | None = None
@@ -243,7 +253,16 @@ class RunMonitor:
         self._roots = [root for root in self._roots if id(root.module) not in inside]
         self._roots.append(_Root(engine, module, ""))
         self._rename()
-        self.root_calls = [call for call in self.root_calls if self._root_of(call.module) is not None]
+        # Calls of the models absorbed now (modules called before their parent's forward ended,
+        # in the first pass) are dropped, and their gradient hooks with them: left in place, they
+        # would keep every inner module's output gradient until the graph is freed.
+        kept = []
+        for call in self.root_calls:
+            if self._root_of(call.module) is not None:
+                kept.append(call)
+            else:
+                call.release()
+        self.root_calls = kept
         for call in self.root_calls:
             call.name = self._root_of(call.module).prefix
 
@@ -322,7 +341,7 @@ class RunMonitor:
             self._adopt(engine, module)
             if key not in self._names:
                 if self.options.stops:  # the first pass: a model adopted later in it may hold this module
-                    self._keep_activations(engine, key, output)
+                    self._keep_activations(engine, key, output, root=False)
                 return
         if engine.is_compiled_module(module) and key not in self._compiled_noted:
             self._compiled_noted.add(key)
@@ -330,22 +349,23 @@ class RunMonitor:
                               "inside it are not observed")
         if not self.options.stops:
             return
-        outputs = self._keep_activations(engine, key, output)
         root = self._root_of(module)
+        outputs = self._keep_activations(engine, key, output, root=root is not None)
         if root is None or not outputs:
             return
         call = RootCall(engine, module, root.prefix, args, kwargs, self._rng_before.pop(key, None), outputs,
                         [None] * len(outputs))
         for index, tensor in enumerate(outputs):
-            tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index))
+            call.handles.append(tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index)))
         self.root_calls.append(call)
 
-    def _keep_activations(self, engine: Engine, key: int, output: Any) -> list:
-        """Keep the module's outputs that are part of the graph (their norms are read with the
-        gradients' after backward); returns them."""
+    def _keep_activations(self, engine: Engine, key: int, output: Any, root: bool) -> list:
+        """The module's outputs that are part of the graph. Of an inner module's, a summary is
+        kept (read with the gradients after backward, to see a non-finite activation); a root
+        call keeps its outputs themselves (their norms and gradients serve the localising re-run)."""
         outputs = [t for t in engine.tensors_in(output) if t.requires_grad]
-        for tensor in outputs:
-            self._activations[id(tensor)] = (key, tensor)
+        if not root:
+            self._activations.extend((key, engine.activation_summary(tensor)) for tensor in outputs)
         return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
@@ -438,9 +458,7 @@ class RunMonitor:
         self._refresh_parameters()
         grads = [p.grad for _, p in self._parameters]
         outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
-        seen = {id(t) for t in outputs}
-        inner = [t for key, (module, t) in self._activations.items()
-                 if key not in seen and module in self._names and engine.is_tensor(t)]
+        inner = [summary for module, summary in self._activations if module in self._names]
         tensors = grads + outputs + inner
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
