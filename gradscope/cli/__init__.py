@@ -51,9 +51,9 @@ class _RootGroup(click.Group):
         return getattr(importlib.import_module(module), function)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command overview from :data:`COMMANDS`, without importing every command."""
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        rows = [(name, click.utils.make_default_short_help(COMMANDS[name][2], limit)) for name in sorted(COMMANDS)]
+        """The command overview from :data:`COMMANDS`, without importing every command; each
+        one-sentence summary is wrapped to the width, never cut short."""
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
