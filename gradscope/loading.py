@@ -149,7 +149,8 @@ class Workload:
         """The user's ``make_optimizer(parameters)``, or the engine's ``optim.SGD(parameters, lr=lr)``.
 
         ``make_optimizer`` may return ``(optimizer, scheduler)``: the scheduler then steps right
-        after every optimizer step.
+        after every optimizer step, from the optimizer's own step post hook (``optimizer.step``
+        itself is left alone, so torch's schedulers see the method they wrapped).
         """
         if self.optimizer_fn is None:
             return self.engine.sgd(self.model.parameters(), lr=lr)
@@ -200,11 +201,18 @@ class Workload:
         if not hasattr(scheduler, "step"):
             raise ModelFileError(f"{self.label}: make_optimizer returned (optimizer, {_describe(scheduler)}); "
                                  "expected (optimizer, scheduler) with a scheduler that has step()")
+        def step_scheduler(optimizer: Any, args: Any, kwargs: Any) -> None:
+            self._call_user("the scheduler's step()", scheduler.step)
+
+        if callable(getattr(optimizer, "register_step_post_hook", None)):
+            optimizer.register_step_post_hook(step_scheduler)
+            return optimizer
+        # an optimizer of the user's own without step hooks: its step is wrapped instead
         optimizer_step = optimizer.step
 
         def step(*args: Any, **kwargs: Any) -> Any:
             result = optimizer_step(*args, **kwargs)
-            self._call_user("the scheduler's step()", scheduler.step)
+            step_scheduler(optimizer, args, kwargs)
             return result
 
         optimizer.step = step
