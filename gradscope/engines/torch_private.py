@@ -20,7 +20,7 @@ private API                                                 what gradscope uses 
 ``Variable._execution_engine.queue_callback``               running code at the end of the backward pass
 ``OptimizedModule._orig_mod``                               the module that ``torch.compile`` wraps
 ``FSDPModule._get_fsdp_state()._fsdp_param_groups``         the FSDP2 parameter groups whose gradient reduction
-                                                            and resharding settings are saved and restored
+(torch 2.6: ``._fsdp_param_group``, one or None)            and resharding settings are saved and restored
 ``FSDPParamGroup.reduce_grads``, ``.all_reduce_grads``,     those settings (see :data:`FSDP_GROUP_SETTINGS`)
 ``.reshard_after_backward``, ``.post_forward_mesh_info``
 ==========================================================  ======================================================
@@ -93,4 +93,9 @@ def compiled_original(module: Any) -> Any | None:
 
 def fsdp_param_groups(module: Any) -> list:
     """The FSDP2 parameter groups of one ``fully_shard`` module (those of its own parameters)."""
-    return list(module._get_fsdp_state()._fsdp_param_groups)
+    state = module._get_fsdp_state()
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is not None:
+        return list(groups)
+    group = state._fsdp_param_group  # older torch (checked on 2.6): at most one group per module
+    return [] if group is None else [group]

@@ -92,10 +92,7 @@ def test_fsdp_param_group_settings_exist(tmp_path):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
-        try:
-            fully_shard(model)
-        except (AttributeError, RuntimeError) as error:  # torch 2.6: fully_shard needs a device stream API
-            pytest.skip(f"fully_shard does not run on this torch's CPU: {error}")
+        fully_shard(model)
         (group,) = private.fsdp_param_groups(model)
         for name in private.FSDP_GROUP_SETTINGS:
             value = getattr(group, name)
