@@ -108,7 +108,9 @@ def test_checked_versions_include_the_lowest_declared_one():
 
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     lowest = re.search(r'torch = \["torch>=([0-9.]+)', pyproject)[1]
+
     def release(version: str) -> tuple:
         return tuple(int(part) for part in (version.split(".") + ["0", "0"])[:3])
 
-    assert release(private.CHECKED_ON[0]) == release(lowest), "torch_private.py was not reviewed against the lowest declared torch"
+    assert release(private.CHECKED_ON[0]) == release(lowest), \
+        "torch_private.py was not reviewed against the lowest declared torch"
