@@ -171,18 +171,20 @@ class ImportScope:
         self._saved_path: list[str] = []
         self._module_count = 0
 
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        """Run the block with the folder importable; re-entrant (only the outermost block acts)."""
+    def active(self) -> "ImportScope":
+        """``with scope.active():`` runs the block with the folder importable; re-entrant (only the
+        outermost block acts)."""
+        return self
+
+    def __enter__(self) -> None:
         if self._depth == 0:
             self._enter()
         self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
-            if self._depth == 0:
-                self._leave()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._leave()
 
     def _enter(self) -> None:
         if self._before is None:
