@@ -201,6 +201,7 @@ class Workload:
         if not hasattr(scheduler, "step"):
             raise ModelFileError(f"{self.label}: make_optimizer returned (optimizer, {_describe(scheduler)}); "
                                  "expected (optimizer, scheduler) with a scheduler that has step()")
+
         def step_scheduler(optimizer: Any, args: Any, kwargs: Any) -> None:
             self._call_user("the scheduler's step()", scheduler.step)
 

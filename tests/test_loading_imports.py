@@ -162,3 +162,16 @@ def test_a_script_run_leaves_its_helper_modules_behind(tmp_path, capsys):
     assert sys.path == saved_path and sys.modules["__main__"] is main
     assert modules_from(tmp_path) == []
     assert getattr(importlib.util.find_spec("torch"), "origin", None) == getattr(torch_before, "origin", None)
+
+
+def test_a_module_from_the_folder_imported_before_loading_stays(tmp_path, monkeypatch):
+    """Only what loading imported leaves: the program's own earlier import from that folder stays."""
+    (tmp_path / "shared_helpers.py").write_text("VALUE = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import shared_helpers
+
+    try:
+        load_model_file(native_model(tmp_path, imports="import shared_helpers"))
+        assert sys.modules["shared_helpers"] is shared_helpers
+    finally:
+        sys.modules.pop("shared_helpers", None)

@@ -147,16 +147,16 @@ class ImportScope:
     """The import state of one user file: what ``sys.path`` and ``sys.modules`` hold only while its
     code runs.
 
-    Inside :meth:`active` the file's folder is first on ``sys.path`` (as for ``python FILE``), so
-    the file imports the helper modules beside it, and the modules it imported from that folder
-    before are back in ``sys.modules``. When the outermost :meth:`active` block ends, ``sys.path``
-    is restored to the list it was, and every module imported from the folder since (a top-level
-    module or package found there, a namespace package included, with its submodules) leaves
-    ``sys.modules``, kept here for the next block. A folder named like a package the program
-    imports (``torch/``, ``numpy/``) therefore cannot shadow it once the block is over, and
-    ``pytest.importorskip("torch")`` stays honest in a session that loaded model files. Modules
-    found elsewhere (torch imported for the first time by the file, say) stay imported, and so
-    does anything from the folder that was imported before the first block.
+    Inside :meth:`active` the file's folder is on ``sys.path`` (put first, as for ``python FILE``,
+    unless it is there already), so the file imports the helper modules beside it, and the modules
+    it imported from that folder before are back in ``sys.modules``. When the outermost
+    :meth:`active` block ends, ``sys.path`` is restored to the list it was, and every module
+    imported from the folder since (a top-level module or package found there, a namespace package
+    included, with its submodules) leaves ``sys.modules``, kept here for the next block. A folder
+    named like a package the program imports (``torch/``, ``numpy/``) therefore cannot shadow it
+    once the block is over, and ``pytest.importorskip("torch")`` stays honest in a session that
+    loaded model files. Modules found elsewhere (torch imported for the first time by the file, say)
+    stay imported, and so does anything from the folder that was imported before the first block.
 
     Args:
         directory: the user file's folder.
