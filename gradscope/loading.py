@@ -11,6 +11,12 @@ The convention (see docs/model-files.md):
 The file may use gradscope (``import gradscope as gs; from gradscope import nn``) or PyTorch
 (``import torch; from torch import nn``); the model's class decides which engine runs it.
 
+Loading a file leaves ``sys.path`` and ``sys.modules`` as it found them: the file's folder is on
+``sys.path`` (first, as for ``python FILE``) only while the file's code runs, which includes every
+later call into it through the :class:`Workload` (see :class:`~gradscope.utils.usercode.ImportScope`).
+numpy, and torch when the file imports it, are imported before the folder is added, so a
+``numpy/`` or ``torch/`` folder beside the file never stands in for the real package.
+
 Everything here raises :class:`ModelError` subclasses whose one-line message names the file, so the
 CLI can print it and exit with code 3.
 """
@@ -26,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 from gradscope.engines import Engine, EngineError, engine_of, get_engine, select_engine
 from gradscope.errors import ModelError
-from gradscope.utils.usercode import describe_raise, describe_syntax_error, passes_through
+from gradscope.utils.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
 
 __all__ = ["ModelFileError", "UserCodeError", "Batch", "Workload", "load_model_file"]
 
@@ -83,6 +89,8 @@ class Workload:
         path: the model file (for source lines), or None.
         name: how messages name the workload (the path as the user typed it); defaults to ``path``.
         engine: the engine adapter that runs ``model``; found from the model when None.
+        imports: the model file's import scope (its folder on ``sys.path``), active around every
+            call into the user's code; None for objects built in the program itself.
     """
 
     model: Any
@@ -93,6 +101,7 @@ class Workload:
     path: Path | None = None
     name: str | None = None
     engine: Engine | None = None
+    imports: ImportScope | None = field(default=None, repr=False)
     _module_lines: dict[str, int] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -140,7 +149,8 @@ class Workload:
         """The user's ``make_optimizer(parameters)``, or the engine's ``optim.SGD(parameters, lr=lr)``.
 
         ``make_optimizer`` may return ``(optimizer, scheduler)``: the scheduler then steps right
-        after every optimizer step.
+        after every optimizer step, from the optimizer's own step post hook (``optimizer.step``
+        itself is left alone, so torch's schedulers see the method they wrapped).
         """
         if self.optimizer_fn is None:
             return self.engine.sgd(self.model.parameters(), lr=lr)
@@ -178,7 +188,10 @@ class Workload:
         ``KeyboardInterrupt`` included) becomes a :class:`UserCodeError`, except real interrupts,
         gradscope's own control flow and anomaly-mode errors, which pass through."""
         try:
-            return fn(*args)
+            if self.imports is None:
+                return fn(*args)
+            with self.imports.active():
+                return fn(*args)
         except BaseException as exc:  # noqa: BLE001 - the user's code may raise anything
             if passes_through(exc) or type(exc).__name__ == "AnomalyError":
                 raise
@@ -188,11 +201,19 @@ class Workload:
         if not hasattr(scheduler, "step"):
             raise ModelFileError(f"{self.label}: make_optimizer returned (optimizer, {_describe(scheduler)}); "
                                  "expected (optimizer, scheduler) with a scheduler that has step()")
+
+        def step_scheduler(optimizer: Any, args: Any, kwargs: Any) -> None:
+            self._call_user("the scheduler's step()", scheduler.step)
+
+        if callable(getattr(optimizer, "register_step_post_hook", None)):
+            optimizer.register_step_post_hook(step_scheduler)
+            return optimizer
+        # an optimizer of the user's own without step hooks: its step is wrapped instead
         optimizer_step = optimizer.step
 
         def step(*args: Any, **kwargs: Any) -> Any:
             result = optimizer_step(*args, **kwargs)
-            self._call_user("the scheduler's step()", scheduler.step)
+            step_scheduler(optimizer, args, kwargs)
             return result
 
         optimizer.step = step
@@ -267,21 +288,20 @@ def load_model_file(path: str | Path, seed: int = 0, engine: str | None = None) 
     except (SyntaxError, ValueError) as exc:  # ValueError: null bytes, on Python before 3.11.4
         raise ModelFileError(describe_syntax_error(label, exc)) from exc
 
-    module = types.ModuleType(f"gradscope_model_{next(_module_counter)}")
-    module.__file__ = str(resolved)
-    sys.modules[module.__name__] = module
-    directory = str(resolved.parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
     try:
         get_engine("gradscope").manual_seed(seed)
         if engine == "torch" or _imports_torch(code):
             get_engine("torch").manual_seed(seed)
     except EngineError as exc:
         raise ModelFileError(f"{label}: {exc}") from exc
-    workload = Workload(model=None, batch_fn=_no_batch, path=resolved, name=label)
-    # running the user's model file is the point
-    workload._call_user("running the model file", exec, code, module.__dict__)  # noqa: S102
+    module = types.ModuleType(f"gradscope_model_{next(_module_counter)}")
+    module.__file__ = str(resolved)
+    workload = Workload(model=None, batch_fn=_no_batch, path=resolved, name=label,
+                        imports=ImportScope(str(resolved.parent)))
+    with workload.imports.active():
+        sys.modules[module.__name__] = module  # dataclasses and pickling look the module up
+        # running the user's model file is the point
+        workload._call_user("running the model file", exec, code, module.__dict__)  # noqa: S102
     namespace = module.__dict__
     workload.model = _find_model(workload, namespace, label)
     try:

@@ -2,10 +2,11 @@
 
 :func:`run_script` executes the file with ``sys.argv == [SCRIPT, *ARGS]``, ``sys.path[0]`` set to
 the script's directory, ``__name__ == "__main__"`` and ``__file__`` set, and restores ``sys.argv``,
-``sys.path`` and ``sys.modules["__main__"]`` afterwards; :func:`run_module` does the same for a
-module, the way ``python -m MODULE ARGS`` does. :func:`when_imported` runs a callback
-once a module (``torch``) has finished importing, so that an engine's hooks are attached only if
-the script uses that engine.
+``sys.path`` and ``sys.modules["__main__"]`` afterwards; the modules the script imported from its
+own folder leave ``sys.modules`` too (:class:`~gradscope.utils.usercode.ImportScope`).
+:func:`run_module` does the same for a module, the way ``python -m MODULE ARGS`` does.
+:func:`when_imported` runs a callback once a module (``torch``) has finished importing, so that an
+engine's hooks are attached only if the script uses that engine.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from gradscope.errors import ModelError
-from gradscope.utils.usercode import describe_raise, describe_syntax_error, passes_through
+from gradscope.utils.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
 
 # gradscope's monitor package: its frames are left out of the script's traceback.
 _MONITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor")
@@ -87,7 +88,8 @@ def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResul
         sys.path.append(script_dir)
     sys.modules["__main__"] = module
     try:
-        exec(code, module.__dict__)
+        with ImportScope(script_dir).active():
+            exec(code, module.__dict__)
     except SystemExit as exc:
         return _exit_result(exc)
     except BaseException as exc:  # noqa: BLE001 - the script's own error, reported as Python would

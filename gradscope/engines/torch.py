@@ -15,10 +15,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
+from gradscope.engines import torch_private as private
 from gradscope.engines.base import Engine, OpTrace
+from gradscope.engines.torch_private import TorchDispatchMode, tree_leaves
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -67,13 +67,13 @@ def _norms(tensors: list) -> list:
     in float32), in the order given."""
     low = [index for index, t in enumerate(tensors) if t.dtype in _LOW_PRECISION]
     if not low:
-        return list(torch._foreach_norm(tensors))
+        return private.foreach_norm(tensors)
     if len(low) == len(tensors):
-        return list(torch._foreach_norm(tensors, dtype=torch.float32))
+        return private.foreach_norm(tensors, dtype=torch.float32)
     result: list = [None] * len(tensors)
     high = [index for index in range(len(tensors)) if index not in set(low)]
-    for indices, norms in ((low, torch._foreach_norm([tensors[i] for i in low], dtype=torch.float32)),
-                           (high, torch._foreach_norm([tensors[i] for i in high]))):
+    for indices, norms in ((low, private.foreach_norm([tensors[i] for i in low], dtype=torch.float32)),
+                           (high, private.foreach_norm([tensors[i] for i in high]))):
         for index, norm in zip(indices, norms):
             result[index] = norm
     return result
@@ -131,19 +131,18 @@ class TorchEngine(Engine):
             yield trace
 
     def node_trace(self, node: Any) -> list[tuple[str, int]]:
-        lines = getattr(node, "metadata", {}).get("traceback_") or ()
         frames = []
-        for text in lines:
+        for text in private.node_creation_traceback(node):
             match = _FRAME.search(text)
             if match is not None:
                 frames.append((match["file"], int(match["line"])))
         return frames
 
     def node_sequence_nr(self, node: Any) -> int:
-        return node._sequence_nr()
+        return private.node_sequence_nr(node)
 
     def node_output_shapes(self, node: Any) -> tuple:
-        return tuple(tuple(int(size) for size in meta.shape) for meta in node._input_metadata)
+        return private.node_output_shapes(node)
 
     def to_numpy(self, tensor: Any) -> np.ndarray:
         tensor = tensor.detach()
@@ -194,7 +193,7 @@ class TorchEngine(Engine):
             return [tensor.detach().clone() for tensor in tensors]
         if tensors:
             with torch.no_grad():
-                torch._foreach_copy_(list(into), list(tensors))
+                private.foreach_copy_(into, tensors)
         return list(into)
 
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
@@ -244,7 +243,7 @@ class TorchEngine(Engine):
         return [(torch.autograd, "backward")]
 
     def in_backward(self) -> bool:
-        return torch._C._current_graph_task_id() != -1
+        return private.in_backward()
 
     def is_compiling(self) -> bool:
         return torch.compiler.is_compiling()
@@ -253,13 +252,14 @@ class TorchEngine(Engine):
         return torch.amp.GradScaler
 
     def is_compiled_module(self, module: Any) -> bool:
-        return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+        return private.compiled_original(module) is not None
 
     def uncompiled(self, module: Any) -> Any:
         from gradscope.engines.torch_distributed import local_module
 
         module = local_module(module)  # a DDP wrapper is named as the model it holds
-        return module._orig_mod if self.is_compiled_module(module) else module
+        original = private.compiled_original(module)
+        return module if original is None else original
 
     # ------------------------------------------------------------------ debugger (gradscope.debug)
     _FRAME_IN = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
@@ -271,11 +271,11 @@ class TorchEngine(Engine):
         return edge.node, edge.output_nr
 
     def queue_backward_callback(self, callback: Callable[[], None]) -> None:
-        torch.autograd.Variable._execution_engine.queue_callback(callback)
+        private.queue_backward_callback(callback)
 
     def node_creation_frames(self, node: Any) -> list[tuple[str, int, str]]:
         frames = []
-        for text in getattr(node, "metadata", {}).get("traceback_") or ():
+        for text in private.node_creation_traceback(node):
             match = self._FRAME_IN.search(text)
             if match is not None:
                 frames.append((match["file"], int(match["line"]), match["function"]))

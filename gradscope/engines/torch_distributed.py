@@ -131,10 +131,11 @@ class DistributedTensors:
         backward passes accumulate stay in the unsharded parameters' gradients."""
         from torch.distributed.fsdp import FSDPModule
 
+        from gradscope.engines.torch_private import FSDP_GROUP_SETTINGS, fsdp_param_groups
+
         fsdp = [module for root in modules for module in root.modules() if isinstance(module, FSDPModule)]
-        groups = [group for module in fsdp for group in module._get_fsdp_state()._fsdp_param_groups]
-        saved = [(group.reduce_grads, group.all_reduce_grads, group.reshard_after_backward,
-                  group.post_forward_mesh_info) for group in groups]
+        groups = [group for module in fsdp for group in fsdp_param_groups(module)]
+        saved = [{name: getattr(group, name) for name in FSDP_GROUP_SETTINGS} for group in groups]
         for module in fsdp:
             module.unshard()
             module.set_reshard_after_forward(False, recurse=False)
@@ -143,9 +144,9 @@ class DistributedTensors:
         try:
             yield
         finally:
-            for group, (reduce, all_reduce, after_backward, mesh) in zip(groups, saved):
-                group.reduce_grads, group.all_reduce_grads = reduce, all_reduce
-                group.reshard_after_backward, group.post_forward_mesh_info = after_backward, mesh
+            for group, settings in zip(groups, saved):
+                for name, value in settings.items():
+                    setattr(group, name, value)
 
     def sum(self, values: Sequence[float]) -> list[float]:
         """Element-wise sum of ``values`` over all ranks (one ``all_reduce``, float64)."""

@@ -11,19 +11,25 @@ included, with two exceptions that pass through untouched:
 :func:`model_argv` runs a model file as if started with no arguments: ``sys.argv`` is only the
 file's path, and an ``argparse`` error becomes :class:`ArgumentParserExit` with argparse's message
 instead of a usage text printed to stderr.
+
+:class:`ImportScope` gives a user's file its folder on ``sys.path`` (as ``python FILE`` does) only
+while its code runs, and keeps the modules it imports from that folder out of ``sys.modules`` in
+between, so that loading a model file leaves the importing program as it found it.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
+import types
 from typing import Any, Iterator
 
 from gradscope.errors import ControlFlow
 
-__all__ = ["Terminated", "ArgumentParserExit", "interrupt", "signal_handlers", "passes_through", "describe_raise",
-           "model_argv"]
+__all__ = ["Terminated", "ArgumentParserExit", "ImportScope", "interrupt", "signal_handlers", "passes_through",
+           "describe_raise", "model_argv"]
 
 SIGTERM_EXIT = 143
 
@@ -135,3 +141,87 @@ def model_argv(path: str) -> Iterator[None]:
     finally:
         sys.argv = saved_argv
         argparse.ArgumentParser.error = saved_error  # type: ignore[method-assign]
+
+
+class ImportScope:
+    """The import state of one user file: what ``sys.path`` and ``sys.modules`` hold only while its
+    code runs.
+
+    Inside :meth:`active` the file's folder is on ``sys.path`` (put first, as for ``python FILE``,
+    unless it is there already), so the file imports the helper modules beside it, and the modules
+    it imported from that folder before are back in ``sys.modules``. When the outermost
+    :meth:`active` block ends, ``sys.path`` is restored to the list it was, and every module
+    imported from the folder since (a top-level module or package found there, a namespace package
+    included, with its submodules) leaves ``sys.modules``, kept here for the next block. A folder
+    named like a package the program imports (``torch/``, ``numpy/``) therefore cannot shadow it
+    once the block is over, and ``pytest.importorskip("torch")`` stays honest in a session that
+    loaded model files. Modules found elsewhere (torch imported for the first time by the file, say)
+    stay imported, and so does anything from the folder that was imported before the first block.
+
+    Args:
+        directory: the user file's folder.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = os.path.realpath(directory)
+        self._prefix = os.path.join(self.directory, "")
+        self._own: dict[str, types.ModuleType] = {}
+        self._before: set[str] | None = None
+        self._depth = 0
+        self._saved_path: list[str] = []
+        self._module_count = 0
+
+    def active(self) -> "ImportScope":
+        """``with scope.active():`` runs the block with the folder importable; re-entrant (only the
+        outermost block acts)."""
+        return self
+
+    def __enter__(self) -> None:
+        if self._depth == 0:
+            self._enter()
+        self._depth += 1
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._leave()
+
+    def _enter(self) -> None:
+        if self._before is None:
+            self._before = {name for name, module in list(sys.modules.items())
+                            if "." not in name and self._from_here(module)}
+        self._saved_path = sys.path[:]
+        if self.directory not in sys.path:
+            sys.path.insert(0, self.directory)
+        for name, module in self._own.items():
+            sys.modules.setdefault(name, module)
+        self._module_count = len(sys.modules)
+
+    def _leave(self) -> None:
+        sys.path[:] = self._saved_path
+        if len(sys.modules) != self._module_count:
+            self._collect()
+        for name, module in self._own.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+
+    def _collect(self) -> None:
+        """Take the modules newly imported from the folder into ``_own``."""
+        assert self._before is not None
+        tops = {name for name, module in list(sys.modules.items())
+                if "." not in name and name not in self._before and name not in self._own and self._from_here(module)}
+        tops.update(name for name in self._own if "." not in name)
+        for name, module in list(sys.modules.items()):
+            if name.partition(".")[0] in tops and module is not None:
+                self._own[name] = module
+
+    def _from_here(self, module: Any) -> bool:
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            return os.path.realpath(file).startswith(self._prefix)
+        try:
+            locations = list(getattr(module, "__path__", None) or ())
+        except TypeError:
+            return False
+        return any(isinstance(location, str) and os.path.join(os.path.realpath(location), "").startswith(self._prefix)
+                   for location in locations)

@@ -679,11 +679,27 @@ def test_negative_seed_is_the_same_as_torch(gradscope, tmp_path):
             torch.manual_seed(seed)
 
 
-def test_seed_taken_by_every_model_command(gradscope, tmp_path):
-    (tmp_path / "model.py").write_text(MODEL)
-    gradscope("graph", "model.py", "--seed", "3", code=0)
-    gradscope("debug", "model.py", "--seed", "3", "--commands", "continue", code=0)
-    gradscope("replay", "x.npz", "model.py", "--seed", "3", code=2)
+def test_seed_decides_every_model_command(gradscope, tmp_path):
+    """``--seed`` seeds the generator before the model file runs, in every command that loads one:
+    the same seed gives the same draws and weights, another seed others."""
+    (tmp_path / "model.py").write_text(NAN_MODEL + "sys.stderr.write(f'draw {gs.rand(1).item():.8f} "
+                                       "weight {model[0].weight.sum().item():.8f}\\n')\n")
+    gradscope("watch", "model.py", "--steps", "3", "--nan", code=1)
+    assert (tmp_path / ".gradscope" / "replay.npz").exists()
+    commands = {"inspect": ["inspect", "model.py"], "watch": ["watch", "model.py", "--steps", "1"],
+                "clip": ["clip", "model.py", "--max", "1"], "check": ["check", "model.py", "--steps", "1"],
+                "graph": ["graph", "model.py"], "debug": ["debug", "model.py", "--commands", "continue"],
+                "replay": ["replay", ".gradscope/replay.npz", "model.py"]}
+    for name, words in commands.items():
+        draws = []
+        for seed in ("3", "3", "4"):
+            result = gradscope(*words, "--seed", seed)
+            assert result.exit_code in (0, 1), (name, result.stderr)
+            draws.append([line for line in (result.stdout + result.stderr).splitlines() if line.startswith("draw ")])
+        assert len(draws[0]) == 1, (name, draws)
+        assert draws[0] == draws[1] != draws[2], name
+    inspect = [gradscope.json("inspect", "model.py", "--seed", seed, code=0)["loss"] for seed in ("3", "3", "4")]
+    assert inspect[0] == inspect[1] != inspect[2]
 
 
 def test_config_drives_every_command(gradscope, tmp_path):

@@ -27,6 +27,25 @@ def test_overview_sentence_is_the_commands_own(name):
     assert " ".join(command.help.split("\n\n")[0].split()) == COMMANDS[name][2]
 
 
+@pytest.mark.parametrize("width", [80, 50])
+def test_root_help_shows_every_summary_whole(width):
+    """The overview wraps each command's sentence to the terminal instead of cutting it with
+    "...", and uses no click API that click deprecates."""
+    import warnings
+
+    from click.testing import CliRunner
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = CliRunner().invoke(cli, ["--help"], terminal_width=width, catch_exceptions=False)
+    assert result.exit_code == 0
+    section = result.stdout.partition("Commands:")[2]
+    overview = " ".join(section.split())
+    for name in sorted(COMMANDS):
+        assert f"{name} {COMMANDS[name][2]}" in overview
+    assert all(len(line) <= width for line in section.splitlines())
+
+
 def test_root_help_imports_no_command():
     code = ("import sys; from gradscope.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"

@@ -1,8 +1,10 @@
 """Model-file loading errors: one clear line on stderr naming the file, exit code 3."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HEADER = "import gradscope as gs\nfrom gradscope import nn\n"
@@ -88,10 +90,46 @@ def test_missing_batch_and_loss(gradscope, tmp_path):
     assert "found: model, inputs, targets" in err
 
 
-def test_module_level_inputs_and_targets(gradscope, tmp_path):
-    path = write(tmp_path, HEADER + "model = nn.Linear(3, 2)\ninputs = gs.randn(4, 3)\ntargets = gs.randn(4, 2)\n"
-                                    "loss_fn = nn.MSELoss()\n")
-    gradscope("inspect", path, code=0)
+MODULE_LEVEL_DATA = HEADER + """import sys
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        with gs.no_grad():
+            self.fc.weight.copy_(gs.tensor([[1.0, 0.0, -1.0], [0.5, 0.5, 0.5]]))
+            self.fc.bias.copy_(gs.tensor([0.0, 1.0]))
+
+    def forward(self, x, scale):
+        sys.stderr.write(f"inputs are the module's: {x is inputs[0] and scale is inputs[1]}\\n")
+        return self.fc(x) * scale
+
+
+model = Net()
+inputs = (gs.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), gs.tensor(2.0))
+targets = gs.tensor([[0.0, 1.0], [1.0, 0.0]])
+
+
+def loss_fn(output, t):
+    sys.stderr.write(f"targets are the module's: {t is targets}\\n")
+    return ((output - t) ** 2).mean()
+"""
+
+
+def test_module_level_inputs_and_targets_are_the_batch(gradscope, tmp_path):
+    """Module-level ``inputs`` (a tuple: positional arguments) and ``targets`` are the batch of
+    every step: the model and the loss get those very objects, and the loss is theirs."""
+    result = gradscope("inspect", write(tmp_path, MODULE_LEVEL_DATA), "--format", "json", code=0)
+    weight, bias = np.array([[1.0, 0.0, -1.0], [0.5, 0.5, 0.5]]), np.array([0.0, 1.0])
+    x, target = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), np.array([[0.0, 1.0], [1.0, 0.0]])
+    expected = float((((x @ weight.T + bias) * 2.0 - target) ** 2).mean())
+    assert json.loads(result.stdout)["loss"] == pytest.approx(expected, rel=1e-6)
+    assert "inputs are the module's: True" in result.stderr and "targets are the module's: True" in result.stderr
+    assert "False" not in result.stderr
+    result = gradscope("watch", "model.py", "--steps", "3", "--lr", "0", "--format", "json", code=0)
+    losses = [row["loss"] for row in json.loads(result.stdout)["history"]]
+    assert losses == [pytest.approx(expected, rel=1e-6)] * 3
+    assert result.stderr.count("inputs are the module's: True") == 3 and "False" not in result.stderr
 
 
 def test_batch_returning_wrong_shape(gradscope, tmp_path):

@@ -1,6 +1,7 @@
 """RunMonitor on its own (no script): steps, names and the pitfalls of real training loops."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -193,8 +194,10 @@ def test_torch_compiled_model_is_reported_as_not_observed_inside():
     compiled = torch.compile(model, backend="eager")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     monitor = _monitor("torch", nan=True, inf=True)
+    # newer torch warns about global module hooks around a compiled module (2.13 does, 2.6 does not)
+    warns = hasattr(torch.nn.modules.module, "_has_any_global_hook")
     try:
-        with pytest.warns(UserWarning, match="global hooks on modules"):
+        with pytest.warns(UserWarning, match="global hooks on modules") if warns else contextlib.nullcontext():
             for _ in range(2):
                 optimizer.zero_grad()
                 compiled(torch.randn(5, 3)).sum().backward()

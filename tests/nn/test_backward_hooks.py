@@ -717,8 +717,6 @@ def test_inplace_on_wrapped_tensors_raises(compare):
 
 # ---------------------------------------------------------------- with real layers, when present
 def test_linear_tanh_linear_with_real_layers(compare):
-    if not all(hasattr(gs.nn, name) for name in ("Linear", "Tanh", "MSELoss")):
-        pytest.skip("gradscope layers not written yet")
 
     def run(T, log):
         model = T.nn.Sequential(T.nn.Linear(3, 2), T.nn.Tanh(), T.nn.Linear(2, 2))
@@ -741,8 +739,6 @@ def test_linear_tanh_linear_with_real_layers(compare):
 
 
 def test_relu_inplace_on_wrapped_input_raises(compare):
-    if not hasattr(gs.nn, "ReLU"):
-        pytest.skip("gradscope layers not written yet")
 
     def run(T, log):
         relu = T.nn.ReLU(inplace=True)

@@ -405,9 +405,6 @@ def test_repr_of_parameter_containers_matches_torch():
 
 def test_repr_and_state_dict_keys_of_real_layers_match_torch():
     torch = pytest.importorskip("torch")
-    needed = ("Linear", "ReLU", "Conv2d", "BatchNorm2d", "MaxPool2d", "Dropout", "LayerNorm", "GRU")
-    if not all(hasattr(gs.nn, name) for name in needed):
-        pytest.skip("gradscope layers not written yet")
 
     def build(T):
         nn = T.nn
