@@ -101,9 +101,9 @@ class LogWriter:
 
     @property
     def active(self) -> bool:
-        """Whether lines are written (a log was asked for and no write has failed): callers skip
-        building a record's line when it is not."""
-        return self.descriptor is not None
+        """Whether records are written anywhere (a log file or TensorBoard scalars, and no write
+        has failed): callers skip building a record's line when they are not."""
+        return self.descriptor is not None or self.scalars is not None
 
     def write(self, line: str) -> None:
         """Append ``line`` (a whole JSON line, newline included) with one ``write``."""
