@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
-from gradscope.autograd.node import _FREED, AccumulateGrad, Node, make_edge
+from gradscope.autograd.node import _FREED, AccumulateGrad, Node, make_edge, saved_tensor_hooks_stack
 from gradscope.autograd.tensor import Tensor
 
 _active_tasks: list["GraphTask"] = []
@@ -46,7 +46,7 @@ def current_task() -> GraphTask | None:
 def queue_callback(callback: Callable[[], None]) -> None:
     """Run ``callback()`` once the current backward call has finished all its nodes."""
     if not _active_tasks:
-        raise RuntimeError("queue_callback can only be called during the backward pass")
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
     _active_tasks[-1].callbacks.append(callback)
 
 
@@ -373,6 +373,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
 
     check_anomaly = anomaly.state.enabled
     prev_mode = grad_mode._state.enabled
+    saved_hooks = saved_tensor_hooks_stack[:]  # put back when the pass ends (as PyTorch)
     grad_mode._state.enabled = False
     _active_tasks.append(task)
     heappush, heappop = heapq.heappush, heapq.heappop
@@ -503,6 +504,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         errstate.__exit__(None, None, None)
         _active_tasks.pop()
         grad_mode._state.enabled = prev_mode
+        if saved_tensor_hooks_stack != saved_hooks:
+            saved_tensor_hooks_stack[:] = saved_hooks
     return captured
 
 

@@ -47,6 +47,17 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
     return node
 
 
+def once_differentiable(backward: Any) -> Any:
+    """Decorate a Function's ``backward`` that can be differentiated only once: it runs
+    without recording a graph (gradscope never records one in backward: no create_graph)."""
+    import functools
+
+    @functools.wraps(backward)
+    def wrapper(ctx: Any, *args: Any) -> Any:
+        with grad_mode.no_grad():
+            return backward(ctx, *args)
+
+    return wrapper
 
 
 _METAS: dict = {}
@@ -82,7 +93,7 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
     node._meta = meta if meta is not None else output_meta(out)
     if node._save_output:
         if saved_tensor_hooks_stack:
-            node._pack([out])
+            node._pack([t])
         else:
             node._saved = out  # a bare array: one object less for the garbage collector
     return t
@@ -114,16 +125,16 @@ def unary_result(cls: type, out: np.ndarray, x: Tensor) -> Tensor:
             node._extras = None
             meta = _METAS.get((out.shape, out.dtype))
             node._meta = meta if meta is not None else output_meta(out)
+            t.requires_grad = True
+            t.grad_fn = node
             if not cls._save_output:
                 node._saved = None
             elif saved_tensor_hooks_stack:
-                node._pack([out])
+                node._pack([t])
             else:
                 node._saved = out  # a bare array: one object less for the garbage collector
             if _anomaly.enabled:
                 node._extra().trace = anomaly.record_trace()
-            t.requires_grad = True
-            t.grad_fn = node
             return t
     t.requires_grad = False
     t.grad_fn = None
@@ -161,9 +172,9 @@ def binary_result(cls: type, out: np.ndarray, a: Tensor, b: Tensor, save: bool =
             if not save:
                 node._saved = None
                 node._vcs = ()
-            elif saved_tensor_hooks_stack:
-                node._vcs = ()
-                node.save(a, b)
+            elif saved_tensor_hooks_stack or edge_a is _NO_EDGE or edge_b is _NO_EDGE:
+                # each operand is needed only for the other's gradient (as PyTorch saves them)
+                node.save(a if edge_b is not _NO_EDGE else None, b if edge_a is not _NO_EDGE else None)
             else:  # node.save(a, b), inlined
                 vc_a = a._vc if a._vc is not None else a._version_counter()
                 vc_b = b._vc if b._vc is not None else b._version_counter()

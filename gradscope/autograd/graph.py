@@ -5,11 +5,12 @@ from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from gradscope.autograd.engine import current_task, queue_callback
-from gradscope.autograd.node import Node, make_edge, saved_tensor_hooks_stack
+from gradscope.autograd.node import Node, make_edge, saved_tensor_hooks_disabled, saved_tensor_hooks_stack
 from gradscope.autograd.tensor import Tensor
 from gradscope.utils.hooks import RemovableHandle
 
-__all__ = ["Node", "register_multi_grad_hook", "saved_tensors_hooks", "queue_callback"]
+__all__ = ["Node", "disable_saved_tensors_hooks", "register_multi_grad_hook", "saved_tensors_hooks",
+           "queue_callback"]
 
 
 def register_multi_grad_hook(tensors: Sequence[Tensor], fn: Callable, *, mode: str = "all") -> RemovableHandle:
@@ -71,16 +72,49 @@ def _register_all(tensors: list, hooks: list) -> RemovableHandle:
 
 
 class saved_tensors_hooks:
-    """Within the block, ops call ``pack(tensor)`` for each tensor they save and backward calls
-    ``unpack(packed)`` to get it back (and uses what it returns)."""
+    """Within the block, ops call ``pack(tensor)`` for each tensor they save (the tensor itself,
+    which the hook must not modify in place) and backward calls ``unpack(packed)`` to get it
+    back (and uses what it returns)."""
 
     def __init__(self, pack_hook: Callable[[Tensor], Any], unpack_hook: Callable[[Any], Tensor]) -> None:
         self.pack_hook = pack_hook
         self.unpack_hook = unpack_hook
 
     def __enter__(self) -> "saved_tensors_hooks":
-        saved_tensor_hooks_stack.append((self.pack_hook, self.unpack_hook))
+        if saved_tensor_hooks_disabled:
+            raise RuntimeError(saved_tensor_hooks_disabled[0])
+        self._entry = (self.pack_hook, self.unpack_hook)
+        saved_tensor_hooks_stack.append(self._entry)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        saved_tensor_hooks_stack.pop()
+        # its own entry (a backward pass in between may have put the stack back without it)
+        for index in range(len(saved_tensor_hooks_stack) - 1, -1, -1):
+            if saved_tensor_hooks_stack[index] is self._entry:
+                del saved_tensor_hooks_stack[index]
+                break
+
+
+class disable_saved_tensors_hooks:
+    """Within the block (or the decorated function), entering ``saved_tensors_hooks`` raises
+    ``RuntimeError(error_message)``: for code that cannot work with saved-tensor hooks."""
+
+    def __init__(self, error_message: str) -> None:
+        self.error_message = error_message
+
+    def __enter__(self) -> None:
+        self._previous = list(saved_tensor_hooks_disabled)
+        saved_tensor_hooks_disabled[:] = [self.error_message]
+
+    def __exit__(self, *exc_info: Any) -> None:
+        saved_tensor_hooks_disabled[:] = self._previous
+
+    def __call__(self, fn: Callable) -> Callable:
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with disable_saved_tensors_hooks(self.error_message):
+                return fn(*args, **kwargs)
+
+        return wrapper
