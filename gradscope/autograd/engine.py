@@ -529,11 +529,14 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
         _run_slot_hooks(extras.tensor_hooks, buf)
     if extras is not None and extras.retain is not None:
         _retain_grads(extras.retain, buf)
+    captured_only = False  # a target of backward(inputs=...) that nothing else needs
     if capture_at and fn in capture_at:
         for nr, index in capture_at[fn]:
             captured[index] = buf[nr]
         if needed is not None and fn not in needed:
-            return None
+            if not accumulate or extras is None or not (extras.pre_hooks or extras.post_hooks):
+                return None
+            captured_only = True  # backward() still runs its node hooks (as PyTorch), no compute
     # 3. node pre-hooks
     if extras is not None and extras.pre_hooks:
         exposed = True
@@ -544,9 +547,10 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if accumulate:
-            _accumulate(fn, buf[0], exposed, stored)
+            # the post-hooks see the buffer that became ``.grad``, if it did (as PyTorch)
+            buf[0] = _accumulate(fn, buf[0], exposed, stored)
         grads_in = ()
-    elif buf[0] is None if len(buf) == 1 else all(g is None for g in buf):
+    elif captured_only or (buf[0] is None if len(buf) == 1 else all(g is None for g in buf)):
         grads_in = (None,) * len(fn._next)
     else:
         grads_in = fn.backward(*buf)
@@ -563,6 +567,8 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
                 expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
                 ins = _wrap(grads_in)
+    if captured_only:
+        return None
     # 7. observers (the engine adapter's statistics): the final gradients, as arrays
     if extras is not None and extras.observers:
         for observer in tuple(extras.observers):
@@ -570,19 +576,24 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     return grads_in
 
 
-def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stored: dict) -> None:
+def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stored: dict) -> np.ndarray | None:
     """E5 steps 4-5 of a leaf's accumulator: add ``grad`` into ``.grad``, then run the leaf's
     post-accumulate hooks, also when no gradient came (as PyTorch). ``exposed``: a hook has
-    seen ``grad`` (and may have kept it)."""
+    seen ``grad`` (and may have kept it). Returns the array that became ``.grad`` if there was
+    none before, else ``grad``."""
     variable = fn.variable
     if grad is not None:
-        if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
-                                       or not grad.flags.writeable or variable._post_acc_hooks):
+        fresh = variable._grad is None
+        if fresh and (exposed or grad.base is not None or id(grad) in stored
+                      or not grad.flags.writeable or variable._post_acc_hooks):
             grad = grad.copy()  # .grad must own its memory: nobody else may see it change
         stored[id(grad)] = grad
         fn.backward(grad)
+        if fresh and variable._grad is not None:
+            grad = variable._grad._data
     if variable._post_acc_hooks:
         _post_accumulate(variable)
+    return grad
 
 
 def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:
@@ -607,4 +618,4 @@ def _retain_grads(retain: dict, buf: list) -> None:
 def _post_accumulate(variable: Tensor) -> None:
     for hook in tuple(variable._post_acc_hooks.values()):
         if hook(variable) is not None:
-            raise RuntimeError("post accumulate grad hooks should return None")
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")

@@ -242,8 +242,8 @@ class FunctionCtx(Node):
         self.materialize_grads = bool(value)
 
     def backward(self, *grads: Any) -> tuple:
-        if self.materialize_grads:
-            grads = tuple(np.zeros(shape, dtype) if g is None else g
+        if self.materialize_grads:  # (a non-tensor output, shape None, keeps its None)
+            grads = tuple(np.zeros(shape, dtype) if g is None and shape is not None else g
                           for g, (shape, dtype) in zip(grads, self._meta))
         with grad_mode.no_grad():
             returned = self._function.backward(self, *(None if g is None else Tensor._make(g) for g in grads))
@@ -315,8 +315,9 @@ class Function(metaclass=_FunctionMeta):
             wrapped = []
             metas = []
             for index, out in enumerate(outputs):
-                if not isinstance(out, Tensor):
+                if not isinstance(out, Tensor):  # its slot gets None in backward and the hooks
                     wrapped.append(out)
+                    metas.append((None, None))
                     continue
                 if any(out is a for a in tensor_args):
                     out = out.view_as(out)
@@ -326,7 +327,7 @@ class Function(metaclass=_FunctionMeta):
                 if id(out) not in ctx._non_differentiable and out._data.dtype.kind == "f":
                     t.requires_grad = True
                     t.grad_fn = ctx
-                    t._output_nr = len(metas)
+                    t._output_nr = index
                 metas.append((out._data.shape, out._data.dtype))
                 wrapped.append(t)
             ctx._meta = tuple(metas)

@@ -83,16 +83,27 @@ class saved_tensors_hooks:
     def __enter__(self) -> "saved_tensors_hooks":
         if saved_tensor_hooks_disabled:
             raise RuntimeError(saved_tensor_hooks_disabled[0])
-        self._entry = (self.pack_hook, self.unpack_hook)
-        saved_tensor_hooks_stack.append(self._entry)
+        saved_tensor_hooks_stack.append(_HookPair(self))
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        # its own entry (a backward pass in between may have put the stack back without it)
+        # its own innermost entry: a backward pass puts back the stack it started with, so an
+        # enter or exit inside backward neither leaks nor makes a later exit fail
         for index in range(len(saved_tensor_hooks_stack) - 1, -1, -1):
-            if saved_tensor_hooks_stack[index] is self._entry:
+            if saved_tensor_hooks_stack[index].owner is self:
                 del saved_tensor_hooks_stack[index]
                 break
+
+
+class _HookPair(tuple):
+    """A ``(pack_hook, unpack_hook)`` entry of the saved-tensor hook stack, knowing its context."""
+
+    owner: Any
+
+    def __new__(cls, owner: saved_tensors_hooks) -> "_HookPair":
+        pair = super().__new__(cls, (owner.pack_hook, owner.unpack_hook))
+        pair.owner = owner
+        return pair
 
 
 class disable_saved_tensors_hooks:

@@ -372,6 +372,24 @@ class Tensor:
         extras.retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
 
+    def _move_retain_grad(self, old_fn: Any, old_nr: int) -> None:
+        """After an in-place op gave this tensor a new history: ``retain_grad`` follows it, so
+        that ``.grad`` is the gradient of the current value (as PyTorch). Tensor hooks stay."""
+        if not self._retains_grad or old_fn is None or old_fn is self.grad_fn:
+            return
+        extras = old_fn._extras
+        if extras is not None and extras.retain:
+            ref = extras.retain.get(old_nr)
+            if ref is not None and ref() is self:
+                del extras.retain[old_nr]
+        if self.grad_fn is None:
+            self._retains_grad = False
+            return
+        new = self.grad_fn._extra()
+        if new.retain is None:
+            new.retain = {}
+        new.retain[self._output_nr] = weakref.ref(self)
+
     @property
     def output_nr(self) -> int:
         """Which output of ``grad_fn`` this tensor is (0 for leaves)."""
