@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import traceback
+import warnings
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,16 @@ def check_node(node: Any, grads_in: Any) -> None:
             node_name=node.name(), location=forward_location(node), kind=bad, trace=trace)
 
 
+def warn_error_in(node: Any) -> None:
+    """Anomaly mode's note on an error raised while backward ran ``node`` (any error, not only
+    NaN/Inf): a warning naming the node, with the forward call that created it (as PyTorch)."""
+    trace = getattr(node, "_trace", None)
+    stack = "".join(traceback.format_list(trace)) if trace else \
+        "  (not recorded: the node was created before anomaly mode was enabled)\n"
+    warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n{stack}",
+                  UserWarning, stacklevel=3)
+
+
 class AnomalyError(RuntimeError):
     """Raised by anomaly mode; carries the node name, the forward location and the value kind."""
 
@@ -80,6 +91,8 @@ class detect_anomaly:
     def __init__(self, check_nan: bool = True, check_inf: bool = False) -> None:
         self.check_nan = check_nan
         self.check_inf = check_inf
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime and should "
+                      "only be enabled for debugging.", UserWarning, stacklevel=2)
 
     def __enter__(self) -> None:
         self._prev = (state.enabled, state.check_nan, state.check_inf)

@@ -401,11 +401,18 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                     # a leaf's accumulator without node or tensor hooks: E5 steps 4-5 only
                     _accumulate(fn, buf[0], False, stored)
                     continue
-                grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
+                if check_anomaly:
+                    try:
+                        grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
+                        if grads_in is not None:
+                            anomaly.check_node(fn, grads_in)
+                    except Exception:
+                        anomaly.warn_error_in(fn)
+                        raise
+                else:
+                    grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
                     continue
-                if check_anomaly:
-                    anomaly.check_node(fn, grads_in)
             else:  # one output, no hooks of any kind
                 g = buf[0]
                 if fn._single_input:
