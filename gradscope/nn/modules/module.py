@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator
 
@@ -44,6 +45,52 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
+
+
+class _WrappedHook:
+    """A load-state-dict pre-hook, called with its module first when registered ``with_module``.
+    It holds the module weakly (no reference cycle keeps a module alive), and strongly only
+    while pickled."""
+
+    def __init__(self, hook: Callable, module: "Module | None" = None) -> None:
+        self.hook = hook
+        self.with_module = module is not None
+        if module is not None:
+            self.module = weakref.ref(module)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.with_module:
+            module = self.module()
+            if module is None:
+                raise RuntimeError("You are trying to call the hook of a dead Module!")
+            return self.hook(module, *args, **kwargs)
+        return self.hook(*args, **kwargs)
+
+    def __getstate__(self) -> dict:
+        state = {"hook": self.hook, "with_module": self.with_module}
+        if self.with_module:
+            state["module"] = self.module()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.hook = state["hook"]
+        self.with_module = state["with_module"]
+        if self.with_module:
+            if state["module"] is None:
+                raise RuntimeError("You are trying to revive the hook of a dead Module!")
+            self.module = weakref.ref(state["module"])
+
+
+class _PublicStateDictHook:
+    """A ``register_state_dict_post_hook`` hook: it must return None (it edits the dict in place)."""
+
+    _from_public_api = True
+
+    def __init__(self, hook: Callable) -> None:
+        self.hook = hook
+
+    def __call__(self, *args: Any) -> Any:
+        return self.hook(*args)
 
 
 def _parameter_items(module: "Module") -> Any:
@@ -144,7 +191,8 @@ class Module:
         setattr_(self, "_modules", OrderedDict())
         for name in ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
                      "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_pre_hooks",
-                     "_backward_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks"):
+                     "_backward_hooks", "_state_dict_hooks", "_state_dict_pre_hooks",
+                     "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"):
             setattr_(self, name, OrderedDict())
 
     # ---------------------------------------------------------------- registration
@@ -334,6 +382,10 @@ class Module:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        for name in ("_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+                     "_load_state_dict_post_hooks", "_forward_hooks_always_called"):
+            if name not in self.__dict__:  # a module pickled before the attribute existed
+                object.__setattr__(self, name, OrderedDict())
 
     # ---------------------------------------------------------------- iteration
     def _named_members(self, get_members: Callable, prefix: str = "", recurse: bool = True,
@@ -503,21 +555,37 @@ class Module:
 
     def state_dict(self, *args: Any, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> OrderedDict:
-        """An ordered dict of every parameter and persistent buffer, keyed by dotted name."""
+        """An ordered dict of every parameter and persistent buffer, keyed by dotted name; its
+        ``_metadata`` attribute holds each module's ``version``, as in PyTorch."""
+        if args:  # the deprecated positional form state_dict(destination, prefix, keep_vars)
+            destination = args[0] if destination is None else destination
+            prefix = args[1] if len(args) > 1 else prefix
+            keep_vars = args[2] if len(args) > 2 else keep_vars
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()  # type: ignore[attr-defined]
+        local_metadata = {"version": self._version}
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook in tuple(self._state_dict_pre_hooks.values()):
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
-        for hook in self._state_dict_hooks.values():
-            result = hook(self, destination, prefix, {})
-            if result is not None:
+        for hook in tuple(self._state_dict_hooks.values()):
+            result = hook(self, destination, prefix, local_metadata)
+            if getattr(hook, "_from_public_api", False):
+                if result is not None:
+                    raise RuntimeError("state_dict post-hook must return None")
+            elif result is not None:
                 destination = result
         return destination
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
                               missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+        for hook in tuple(self._load_state_dict_pre_hooks.values()):
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
         persistent_buffers = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
         local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent_buffers.items())
                        if v is not None}
@@ -535,27 +603,53 @@ class Module:
                 continue
             param._data[...] = array.astype(param._data.dtype, copy=False)
             param._bump_version()
-        for key in state_dict:
-            if not key.startswith(prefix):
-                continue
-            rest = key[len(prefix):]
-            head = rest.split(".", 1)[0]
-            if "." in rest:
-                if head not in self._modules:
+        if strict:
+            for key in state_dict:
+                if not key.startswith(prefix):
+                    continue
+                rest = key[len(prefix):]
+                head = rest.split(".", 1)[0]
+                if "." in rest:
+                    if head not in self._modules:
+                        unexpected_keys.append(key)
+                elif rest not in local_state:
                     unexpected_keys.append(key)
-            elif rest not in local_state:
-                unexpected_keys.append(key)
 
     def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
-        """Copy parameters and buffers from ``state_dict``; returns ``(missing_keys, unexpected_keys)``."""
+        """Copy parameters and buffers from ``state_dict``; returns ``(missing_keys, unexpected_keys)``.
+
+        Each module's load pre-hooks run first (and may rewrite the dict, e.g. to load an old
+        checkpoint), its post-hooks ``hook(module, incompatible_keys) -> None`` after it and its
+        submodules are loaded; they may edit the key lists, which strict mode then checks."""
         if not isinstance(state_dict, dict):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+        if metadata is not None:
+            state_dict._metadata = metadata  # type: ignore[attr-defined]
         missing: list = []
         unexpected: list = []
         errors: list = []
-        for prefix, module in self.named_modules(prefix=""):
-            full = prefix + "." if prefix else ""
-            module._load_from_state_dict(state_dict, full, {}, True, missing, unexpected, errors)
+
+        def load(module: Module, local_state_dict: dict, prefix: str = "") -> None:
+            local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(local_state_dict, prefix, local_metadata, True, missing, unexpected,
+                                         errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    child_prefix = prefix + name + "."
+                    load(child, {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)},
+                         child_prefix)
+            incompatible = _IncompatibleKeys(missing, unexpected)
+            for hook in tuple(module._load_state_dict_post_hooks.values()):
+                if hook(module, incompatible) is not None:
+                    raise RuntimeError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                                       "expected to return new values, if incompatible_keys need to be "
+                                       "modified, it should be done inplace.")
+
+        load(self, state_dict)
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
@@ -634,8 +728,40 @@ class Module:
                       FutureWarning, stacklevel=2)
         return self.register_full_backward_hook(hook)
 
-    def register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Register ``hook(module, prefix, keep_vars) -> None``, called before ``state_dict``
+        collects this module's entries."""
+        return add_hook(self._state_dict_pre_hooks, hook)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Register ``hook(module, state_dict, prefix, local_metadata) -> None``, called after
+        ``state_dict`` collected this module's entries (and its submodules'); it edits the dict
+        in place."""
+        hook = _PublicStateDictHook(hook)
         return add_hook(self._state_dict_hooks, hook)
+
+    def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        """Register ``hook(module, state_dict, prefix, local_metadata) -> dict | None``; a
+        returned dict replaces the state dict (PyTorch's private form)."""
+        return add_hook(self._state_dict_hooks, hook)
+
+    register_state_dict_hook = _register_state_dict_hook
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable, with_module: bool = False) -> RemovableHandle:
+        """Register ``hook(state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs) -> None`` (with ``module`` first when ``with_module``), called
+        before this module loads its entries; it may rewrite ``state_dict``."""
+        return add_hook(self._load_state_dict_pre_hooks, _WrappedHook(hook, self if with_module else None))
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Register ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs) -> None``, called before this module loads its entries."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Register ``hook(module, incompatible_keys) -> None``, called after ``load_state_dict``
+        loaded this module and its submodules; it may edit ``incompatible_keys``' lists in place."""
+        return add_hook(self._load_state_dict_post_hooks, hook)
 
     # ---------------------------------------------------------------- dispatch
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
