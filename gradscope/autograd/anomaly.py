@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 import warnings
 from typing import Any
@@ -61,12 +62,19 @@ def check_node(node: Any, grads_in: Any) -> None:
 
 def warn_error_in(node: Any) -> None:
     """Anomaly mode's note on an error raised while backward ran ``node`` (any error, not only
-    NaN/Inf): a warning naming the node, with the forward call that created it (as PyTorch)."""
+    NaN/Inf): a warning naming the node, with the forward call that created it (as PyTorch).
+    When warnings are errors, the note goes to stderr instead, and the original error stays."""
     trace = getattr(node, "_trace", None)
-    stack = "".join(traceback.format_list(trace)) if trace else \
-        "  (not recorded: the node was created before anomaly mode was enabled)\n"
-    warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n{stack}",
-                  UserWarning, stacklevel=3)
+    if trace:
+        message = (f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
+                   + "".join(traceback.format_list(trace)))
+    else:
+        message = (f"Error detected in {node.name()}. No forward pass information available. Enable detect "
+                   "anomaly during forward pass for more information.")
+    try:
+        warnings.warn(message, UserWarning, stacklevel=3)
+    except Exception:
+        sys.stderr.write(f"UserWarning: {message}\n")
 
 
 class AnomalyError(RuntimeError):
