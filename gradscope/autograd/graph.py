@@ -9,8 +9,8 @@ from gradscope.autograd.node import Node, make_edge, saved_tensor_hooks_disabled
 from gradscope.autograd.tensor import Tensor
 from gradscope.utils.hooks import RemovableHandle
 
-__all__ = ["Node", "disable_saved_tensors_hooks", "register_multi_grad_hook", "saved_tensors_hooks",
-           "queue_callback"]
+__all__ = ["Node", "disable_saved_tensors_hooks", "register_multi_grad_hook", "save_on_cpu",
+           "saved_tensors_hooks", "queue_callback"]
 
 
 def register_multi_grad_hook(tensors: Sequence[Tensor], fn: Callable, *, mode: str = "all") -> RemovableHandle:
@@ -106,6 +106,21 @@ class _HookPair(tuple):
         return pair
 
 
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors are kept as copies "on the CPU" and handed back on use. gradscope's
+    tensors always live in host memory, so this only copies them (``pin_memory`` and
+    ``device_type`` are accepted for PyTorch's signature)."""
+
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        def pack_to_cpu(tensor: Tensor) -> Tensor:
+            return Tensor._make(tensor._data.copy())
+
+        def unpack_from_cpu(packed: Tensor) -> Tensor:
+            return packed
+
+        super().__init__(pack_to_cpu, unpack_from_cpu)
+
+
 class disable_saved_tensors_hooks:
     """Within the block (or the decorated function), entering ``saved_tensors_hooks`` raises
     ``RuntimeError(error_message)``: for code that cannot work with saved-tensor hooks."""
@@ -114,6 +129,8 @@ class disable_saved_tensors_hooks:
         self.error_message = error_message
 
     def __enter__(self) -> None:
+        if saved_tensor_hooks_stack:  # hooks already in force cannot be disabled (as PyTorch)
+            raise RuntimeError(self.error_message)
         self._previous = list(saved_tensor_hooks_disabled)
         saved_tensor_hooks_disabled[:] = [self.error_message]
 

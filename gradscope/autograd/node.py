@@ -271,7 +271,20 @@ class Node:
             t.requires_grad = source.requires_grad
             t.grad_fn = source.grad_fn
             t._output_nr = source._output_nr
+        elif self._save_output:  # the node's own output: a new tensor with its history and version
+            t.requires_grad = True
+            t.grad_fn = self
+            t._vc = self._output_version_counter()
         return t
+
+    def _output_version_counter(self) -> list:
+        """The version counter of the output this node saved (created, and watched, on first use)."""
+        for entry in self._vcs:
+            if entry[2] is None:
+                return entry[0]
+        vc = [0]
+        self._watch_output(vc)
+        return vc
 
     def _register_saved_hooks(self, index: int, pack_hook: Callable, unpack_hook: Callable) -> None:
         """``SavedTensor.register_hooks``: pack the value saved in slot ``index`` now, unpack on use."""
@@ -287,8 +300,8 @@ class Node:
         if entry is None:
             raise RuntimeError("Calling register_hooks on a saved tensor with value None is forbidden")
         if entry.__class__ is _Packed:
-            raise RuntimeError("SavedTensor hooks have already been set on this SavedTensor. Calling "
-                               "register_hooks more than once is not allowed.")
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. "
+                               "Hint: only one pair of hooks is allowed at a time.")
         source = self._saved_tensor_source(index)
         tensor = source if source is not None and source._data is entry else Tensor._make(entry)
         entries[index] = _Packed(_call_pack_hook(pack_hook, tensor), unpack_hook)

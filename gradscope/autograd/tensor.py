@@ -225,12 +225,14 @@ class Tensor:
     def _version_counter(self) -> list:
         vc = self._vc
         if vc is None:
-            vc = self._vc = [0]
             fn = self.grad_fn
             if fn is not None and fn._save_output and fn._saved is not None:
                 # Created lazily: a node that saved this tensor as its output starts watching
-                # its version only now, the first time anything can change or share it.
-                fn._watch_output(vc)
+                # its version only now, the first time anything can change or share it (or
+                # shares the counter it made for ``grad_fn._saved_result``).
+                vc = self._vc = fn._output_version_counter()
+            else:
+                vc = self._vc = [0]
         return vc
 
     def _bump_version(self) -> None:
