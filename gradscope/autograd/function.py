@@ -289,6 +289,28 @@ class Function(metaclass=_FunctionMeta):
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         raise NotImplementedError("You must implement the backward function for custom autograd.Function.")
 
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        """Override to split ``forward(*args)`` (no ctx) from saving what backward needs:
+        ``setup_context(ctx, inputs, output)`` then runs after ``forward``, with ``inputs``
+        the forward arguments (defaults filled in)."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @classmethod
+    def _forward_with_setup_context(cls, ctx: Any, args: tuple, kwargs: dict) -> Any:
+        """``forward(*args)`` then ``setup_context(ctx, inputs, output)`` (PyTorch's newer style)."""
+        import inspect
+
+        output = cls.forward(*args, **kwargs)
+        try:
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            inputs = tuple(bound.arguments.values())
+        except (TypeError, ValueError):
+            inputs = args
+        cls.setup_context(ctx, inputs, output)
+        return output
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         tensor_args = tuple(a for a in args if isinstance(a, Tensor))
@@ -308,7 +330,10 @@ class Function(metaclass=_FunctionMeta):
         ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad and recording for a in args)
         with grad_mode.no_grad():
-            output = cls.forward(ctx, *args, **kwargs)
+            if getattr(cls.setup_context, "__func__", cls.setup_context) is not _BASE_SETUP_CONTEXT:
+                output = cls._forward_with_setup_context(ctx, args, kwargs)
+            else:
+                output = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(output, tuple)
         outputs = (output,) if single else output
         if recording:
@@ -338,3 +363,6 @@ class Function(metaclass=_FunctionMeta):
         elif ctx._to_save:
             ctx._to_save = ()
         return outputs[0] if single else outputs
+
+
+_BASE_SETUP_CONTEXT = Function.setup_context

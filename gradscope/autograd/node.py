@@ -26,6 +26,7 @@ saved_tensor_hooks_stack: list = []
 saved_tensor_hooks_disabled: list = []
 
 _FREED = object()
+_DETACHED_VERSION = -(2 ** 62)  # (= tensor.DETACHED_VERSION: a counter whose tensor was detached in place)
 _NO_EDGE = (None, 0)
 _FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -319,6 +320,10 @@ class Node:
 
     def _raise_modified(self, entry: tuple) -> None:
         vc, expected, tensor = entry
+        if vc[0] == _DETACHED_VERSION:
+            raise RuntimeError("Trying to use a saved tensor that has been detached in-place, i.e. with "
+                               ".detach_(). This is not supported, please use out of place `.detach()` instead "
+                               f"(needed by {self.name()}).")
         if tensor is None:  # the node's own saved output
             what = f"[output of shape {list(self._meta[0][0])}], which is output 0 of {self.name()}"
         else:

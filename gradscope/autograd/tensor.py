@@ -11,7 +11,7 @@ import numpy as np
 
 from gradscope.autograd import dtypes
 from gradscope.autograd.device import CPU, device
-from gradscope.autograd.node import AccumulateGrad
+from gradscope.autograd.node import _DETACHED_VERSION, AccumulateGrad
 from gradscope.utils.hooks import RemovableHandle, add_hook
 
 TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
@@ -20,6 +20,8 @@ TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "H
 
 
 _DEFAULT_FLOAT = dtypes.DEFAULT_FLOAT
+# The version a counter shows once its tensor was detached in place (see ``Tensor.detach_``).
+DETACHED_VERSION = _DETACHED_VERSION
 
 
 def _flatten_tensors(data: Any) -> Any:
@@ -140,6 +142,11 @@ class Tensor:
     @property
     def dtype(self) -> dtypes.dtype:
         return dtypes.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def layout(self) -> dtypes.layout:
+        """Always ``strided``: the data is a dense numpy array."""
+        return dtypes.strided
 
     @property
     def ndim(self) -> int:
@@ -439,7 +446,12 @@ class Tensor:
     def detach_(self) -> "Tensor":
         if self._inplace_error is not None:
             raise RuntimeError(self._inplace_error)
-        self._version_counter()  # a node that saved this tensor keeps watching it
+        vc = self._version_counter()  # a node that saved this tensor as its output keeps watching it
+        if self.grad_fn is not None and (self.grad_fn._saved is None or not self.grad_fn._save_output):
+            # A node that saved this tensor as an input may no longer use it (as PyTorch): the
+            # counter it watches is marked detached; the tensor counts on with a fresh one.
+            self._vc = [vc[0]]
+            vc[0] = DETACHED_VERSION
         self.grad_fn = None
         self.requires_grad = False
         return self

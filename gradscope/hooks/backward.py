@@ -19,7 +19,7 @@ from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 
 _INPLACE_MESSAGE = (
-    "Output {index} of BackwardHookFunctionBackward is a view and is being modified inplace. This view "
+    "Output {index} of BackwardHookFunction is a view and is being modified inplace. This view "
     "was created inside a custom Function (or because an input was returned as-is) and the autograd logic "
     "to handle view+inplace would override the custom backward associated with the custom Function, leading "
     "to incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of the "
@@ -28,7 +28,7 @@ _INPLACE_MESSAGE = (
 
 
 _BASE_MODIFIED_MESSAGE = (
-    "Output {index} of BackwardHookFunctionBackward is a view and its base or another view of its base has "
+    "Output {index} of BackwardHookFunction is a view and its base or another view of its base has "
     "been modified inplace. This view was created inside a custom Function (or because an input was returned "
     "as-is) and the autograd logic to handle view+inplace would override the custom backward associated with "
     "the custom Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by "
