@@ -172,9 +172,17 @@ def binary_result(cls: type, out: np.ndarray, a: Tensor, b: Tensor, save: bool =
             if not save:
                 node._saved = None
                 node._vcs = ()
-            elif saved_tensor_hooks_stack or edge_a is _NO_EDGE or edge_b is _NO_EDGE:
+            elif saved_tensor_hooks_stack:
                 # each operand is needed only for the other's gradient (as PyTorch saves them)
                 node.save(a if edge_b is not _NO_EDGE else None, b if edge_a is not _NO_EDGE else None)
+            elif edge_a is _NO_EDGE:  # only ``a`` is needed (for b's gradient): node.save(a, None)
+                vc_a = a._vc if a._vc is not None else a._version_counter()
+                node._vcs = ((vc_a, vc_a[0], a),)
+                node._saved = (a._data, None)
+            elif edge_b is _NO_EDGE:  # node.save(None, b)
+                vc_b = b._vc if b._vc is not None else b._version_counter()
+                node._vcs = ((vc_b, vc_b[0], b),)
+                node._saved = (None, b._data)
             else:  # node.save(a, b), inlined
                 vc_a = a._vc if a._vc is not None else a._version_counter()
                 vc_b = b._vc if b._vc is not None else b._version_counter()
