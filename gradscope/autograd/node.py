@@ -261,7 +261,15 @@ class Node:
         """``_saved_<name>``: the saved tensor, unpacked, with the history of the tensor saved."""
         from gradscope.autograd.tensor import Tensor
 
-        array = self.saved()[index]
+        saved = self._saved
+        if saved.__class__ is list:  # packed: unpack this one only (as PyTorch)
+            for entry in self._vcs:
+                if entry[0][0] != entry[1]:
+                    self._raise_modified(entry)
+            entry = saved[index]
+            array = entry.unpacked() if entry.__class__ is _Packed else entry
+        else:
+            array = self.saved()[index]
         if array is None:
             return None
         source = self._saved_tensor_source(index)
