@@ -700,8 +700,8 @@ class Module:
                          child_prefix)
             incompatible = _IncompatibleKeys(missing, unexpected)
             for hook in tuple(module._load_state_dict_post_hooks.values()):
-                if hook(module, incompatible) is not None:
-                    raise RuntimeError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                if hook(module, incompatible) is not None:  # (PyTorch asserts it)
+                    raise AssertionError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
                                        "expected to return new values, if incompatible_keys need to be "
                                        "modified, it should be done inplace.")
 
