@@ -250,8 +250,8 @@ class FunctionCtx(Node):
         self.materialize_grads = bool(value)
 
     def backward(self, *grads: Any) -> tuple:
-        if self.materialize_grads:  # (a non-tensor output, shape None, keeps its None)
-            grads = tuple(np.zeros(shape, dtype) if g is None and shape is not None else g
+        if self.materialize_grads:  # (a non-tensor output, dtype None, keeps its None)
+            grads = tuple(np.zeros(shape, dtype) if g is None and dtype is not None else g
                           for g, (shape, dtype) in zip(grads, self._meta))
         with grad_mode.no_grad():
             returned = self._function.backward(self, *(None if g is None else Tensor._make(g) for g in grads))
@@ -350,7 +350,7 @@ class Function(metaclass=_FunctionMeta):
             for index, out in enumerate(outputs):
                 if not isinstance(out, Tensor):  # its slot gets None in backward and the hooks
                     wrapped.append(out)
-                    metas.append((None, None))
+                    metas.append(((), None))  # (shape () as PyTorch reports it; no dtype)
                     continue
                 if any(out is a for a in tensor_args):
                     out = out.view_as(out)

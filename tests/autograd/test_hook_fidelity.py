@@ -268,3 +268,25 @@ def test_no_warnings_from_a_plain_backward() -> None:
         v, m = gs.var_mean(x * 2)
         (v + m).backward()
     assert x.grad is not None
+
+
+def test_engines_report_the_output_shapes_of_a_function_with_a_non_tensor_output() -> None:
+    from gradscope.engines import get_engine
+
+    def shapes(T: Any, engine_name: str) -> tuple:
+        class Mixed(T.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> tuple:
+                return x * 2, 5, x * 3
+
+            @staticmethod
+            def backward(ctx: Any, a: Any, b: Any, c: Any) -> Any:
+                return a + c
+
+        out, _, _ = Mixed.apply(T.ones(2, requires_grad=True))
+        return get_engine(engine_name).node_output_shapes(out.grad_fn)
+
+    ours = shapes(gs, "gradscope")
+    assert ours == ((2,), (), (2,))
+    torch = pytest.importorskip("torch")
+    assert shapes(torch, "torch") == ours
