@@ -193,7 +193,8 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None, out: Any = 
     if node is not None:
         if isinstance(input, Tensor) and isinstance(other, Tensor):
             node.shape_a, node.shape_b = input._data.shape, other._data.shape
-            node.save(input, other)
+            # the numerator only for the denominator's gradient (as PyTorch saves them)
+            node.save(input if node._edges[1][0] is not None else None, other)
         elif isinstance(input, Tensor):
             node.scalar = b
             node.save(input)

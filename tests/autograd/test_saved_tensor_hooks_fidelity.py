@@ -21,9 +21,12 @@ def test_an_op_packs_only_what_it_saves(same_as_torch: Any) -> None:
             x * x        # both
             x @ w        # w alone
             x * 2.0      # a python scalar: nothing
+            x / y        # the denominator alone
+            T.addmm(T.zeros(1), x.reshape(1, 2), w)  # w alone
         return packed
 
-    assert same_as_torch(scenario) == [[3.0, 4.0], [3.0, 4.0], [1.0, 2.0], [1.0, 2.0], [[1.0], [2.0]]]
+    assert same_as_torch(scenario) == [[3.0, 4.0], [3.0, 4.0], [1.0, 2.0], [1.0, 2.0], [[1.0], [2.0]],
+                                       [3.0, 4.0], [[1.0], [2.0]]]
 
 
 def test_the_pack_hook_gets_the_tensor_itself_with_grad_mode_off(same_as_torch: Any) -> None:
