@@ -223,15 +223,11 @@ class Node:
         return sources[position] if position < len(sources) else None
 
     def _saved_names(self) -> tuple:
-        """The PyTorch names (``self``, ``other``, ``result``, ...) of the saved slots."""
-        names = getattr(type(self), "_saved_as", None)
-        if names is not None:
-            return names
-        saved = self._saved
-        count = 1 if saved.__class__ is np.ndarray else len(saved)
+        """PyTorch's names of the saved slots: ``result`` for a node that saves its output, else
+        ``self``, ``other``, ... in the order the op saved them."""
         if self._save_output:
-            return ("result",) if count == 1 else ("self", "result")[-count:] if count <= 2 else \
-                tuple(f"saved{i}" for i in range(count))
+            return ("result",)
+        count = len(self._saved)
         return ("self", "other", "weight", "bias")[:count] if count <= 4 else \
             tuple(f"saved{i}" for i in range(count))
 
