@@ -1,6 +1,8 @@
 """Building graph nodes: the helpers every op uses, and user-defined ``autograd.Function``."""
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import numpy as np
@@ -50,8 +52,6 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
 def once_differentiable(backward: Any) -> Any:
     """Decorate a Function's ``backward`` that can be differentiated only once: it runs
     without recording a graph (gradscope never records one in backward: no create_graph)."""
-    import functools
-
     @functools.wraps(backward)
     def wrapper(ctx: Any, *args: Any) -> Any:
         with grad_mode.no_grad():
@@ -307,8 +307,6 @@ class Function(metaclass=_FunctionMeta):
     @classmethod
     def _forward_with_setup_context(cls, ctx: Any, args: tuple, kwargs: dict) -> Any:
         """``forward(*args)`` then ``setup_context(ctx, inputs, output)`` (PyTorch's newer style)."""
-        import inspect
-
         output = cls.forward(*args, **kwargs)
         try:
             bound = inspect.signature(cls.forward).bind(*args, **kwargs)

@@ -1,6 +1,7 @@
 """Graph-level hook utilities: multi-tensor gradient hooks, saved-tensor hooks, callbacks."""
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
@@ -138,8 +139,6 @@ class disable_saved_tensors_hooks:
         saved_tensor_hooks_disabled[:] = self._previous
 
     def __call__(self, fn: Callable) -> Callable:
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with disable_saved_tensors_hooks(self.error_message):

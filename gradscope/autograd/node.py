@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gradscope.autograd import grad_mode
 from gradscope.utils.hooks import RemovableHandle, add_hook
 
 _next_seq = itertools.count().__next__
@@ -368,8 +369,6 @@ class _Packed:
 
 def _call_pack_hook(pack: Callable, tensor: Any) -> Any:
     """``pack(tensor)``, refused when the hook modifies ``tensor`` in place (as PyTorch)."""
-    from gradscope.autograd import grad_mode
-
     version = tensor._version
     with grad_mode.no_grad():  # (as PyTorch: nothing a pack hook computes is recorded)
         packed = pack(tensor)
