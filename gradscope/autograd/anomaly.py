@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import traceback
+import warnings
 from typing import Any
 
 import numpy as np
@@ -58,6 +60,23 @@ def check_node(node: Any, grads_in: Any) -> None:
             node_name=node.name(), location=forward_location(node), kind=bad, trace=trace)
 
 
+def warn_error_in(node: Any) -> None:
+    """Anomaly mode's note on an error raised while backward ran ``node`` (any error, not only
+    NaN/Inf): a warning naming the node, with the forward call that created it (as PyTorch).
+    When warnings are errors, the note goes to stderr instead, and the original error stays."""
+    trace = getattr(node, "_trace", None)
+    if trace:
+        message = (f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
+                   + "".join(traceback.format_list(trace)))
+    else:
+        message = (f"Error detected in {node.name()}. No forward pass information available. Enable detect "
+                   "anomaly during forward pass for more information.")
+    try:
+        warnings.warn(message, UserWarning, stacklevel=3)
+    except Exception:
+        sys.stderr.write(f"UserWarning: {message}\n")
+
+
 class AnomalyError(RuntimeError):
     """Raised by anomaly mode; carries the node name, the forward location and the value kind."""
 
@@ -80,6 +99,8 @@ class detect_anomaly:
     def __init__(self, check_nan: bool = True, check_inf: bool = False) -> None:
         self.check_nan = check_nan
         self.check_inf = check_inf
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime and should "
+                      "only be enabled for debugging.", UserWarning, stacklevel=2)
 
     def __enter__(self) -> None:
         self._prev = (state.enabled, state.check_nan, state.check_inf)

@@ -76,6 +76,20 @@ channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
 
+class layout:
+    """A tensor layout name; every gradscope tensor is ``strided`` (a dense numpy array)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"gradscope.{self.name}"
+
+
+strided = layout("strided")
+
 # The dtype of new floating point tensors (``set_default_dtype``), in a list so it can change.
 DEFAULT_FLOAT = [np.dtype(np.float32)]
 

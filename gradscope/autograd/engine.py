@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
-from gradscope.autograd.node import _FREED, AccumulateGrad, Node, make_edge
+from gradscope.autograd.node import _FREED, AccumulateGrad, Node, make_edge, saved_tensor_hooks_stack
 from gradscope.autograd.tensor import Tensor
 
 _active_tasks: list["GraphTask"] = []
@@ -46,7 +46,7 @@ def current_task() -> GraphTask | None:
 def queue_callback(callback: Callable[[], None]) -> None:
     """Run ``callback()`` once the current backward call has finished all its nodes."""
     if not _active_tasks:
-        raise RuntimeError("queue_callback can only be called during the backward pass")
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
     _active_tasks[-1].callbacks.append(callback)
 
 
@@ -373,6 +373,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
 
     check_anomaly = anomaly.state.enabled
     prev_mode = grad_mode._state.enabled
+    saved_hooks = saved_tensor_hooks_stack[:]  # put back when the pass ends (as PyTorch)
     grad_mode._state.enabled = False
     _active_tasks.append(task)
     heappush, heappop = heapq.heappush, heapq.heappop
@@ -400,11 +401,18 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                     # a leaf's accumulator without node or tensor hooks: E5 steps 4-5 only
                     _accumulate(fn, buf[0], False, stored)
                     continue
-                grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
+                if check_anomaly:
+                    try:
+                        grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
+                        if grads_in is not None:
+                            anomaly.check_node(fn, grads_in)
+                    except Exception:
+                        anomaly.warn_error_in(fn)
+                        raise
+                else:
+                    grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
                 if grads_in is None:
                     continue
-                if check_anomaly:
-                    anomaly.check_node(fn, grads_in)
             else:  # one output, no hooks of any kind
                 g = buf[0]
                 if fn._single_input:
@@ -503,6 +511,8 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
         errstate.__exit__(None, None, None)
         _active_tasks.pop()
         grad_mode._state.enabled = prev_mode
+        if saved_tensor_hooks_stack != saved_hooks:
+            saved_tensor_hooks_stack[:] = saved_hooks
     return captured
 
 
@@ -526,11 +536,14 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
         _run_slot_hooks(extras.tensor_hooks, buf)
     if extras is not None and extras.retain is not None:
         _retain_grads(extras.retain, buf)
+    captured_only = False  # a target of backward(inputs=...) that nothing else needs
     if capture_at and fn in capture_at:
         for nr, index in capture_at[fn]:
             captured[index] = buf[nr]
         if needed is not None and fn not in needed:
-            return None
+            if not accumulate or extras is None or not (extras.pre_hooks or extras.post_hooks):
+                return None
+            captured_only = True  # backward() still runs its node hooks (as PyTorch), no compute
     # 3. node pre-hooks
     if extras is not None and extras.pre_hooks:
         exposed = True
@@ -541,9 +554,10 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
     if is_acc:
         if accumulate:
-            _accumulate(fn, buf[0], exposed, stored)
+            # the post-hooks see the buffer that became ``.grad``, if it did (as PyTorch)
+            buf[0] = _accumulate(fn, buf[0], exposed, stored)
         grads_in = ()
-    elif buf[0] is None if len(buf) == 1 else all(g is None for g in buf):
+    elif captured_only or (buf[0] is None if len(buf) == 1 else all(g is None for g in buf)):
         grads_in = (None,) * len(fn._next)
     else:
         grads_in = fn.backward(*buf)
@@ -560,6 +574,8 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
                 expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
                 grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
                 ins = _wrap(grads_in)
+    if captured_only:
+        return None
     # 7. observers (the engine adapter's statistics): the final gradients, as arrays
     if extras is not None and extras.observers:
         for observer in tuple(extras.observers):
@@ -567,19 +583,24 @@ def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, nee
     return grads_in
 
 
-def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stored: dict) -> None:
+def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stored: dict) -> np.ndarray | None:
     """E5 steps 4-5 of a leaf's accumulator: add ``grad`` into ``.grad``, then run the leaf's
     post-accumulate hooks, also when no gradient came (as PyTorch). ``exposed``: a hook has
-    seen ``grad`` (and may have kept it)."""
+    seen ``grad`` (and may have kept it). Returns the array that became ``.grad`` if there was
+    none before, else ``grad``."""
     variable = fn.variable
     if grad is not None:
-        if variable._grad is None and (exposed or grad.base is not None or id(grad) in stored
-                                       or not grad.flags.writeable or variable._post_acc_hooks):
+        fresh = variable._grad is None
+        if fresh and (exposed or grad.base is not None or id(grad) in stored
+                      or not grad.flags.writeable or variable._post_acc_hooks):
             grad = grad.copy()  # .grad must own its memory: nobody else may see it change
         stored[id(grad)] = grad
         fn.backward(grad)
+        if fresh and variable._grad is not None:
+            grad = variable._grad._data
     if variable._post_acc_hooks:
         _post_accumulate(variable)
+    return grad
 
 
 def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:
@@ -604,4 +625,4 @@ def _retain_grads(retain: dict, buf: list) -> None:
 def _post_accumulate(variable: Tensor) -> None:
     for hook in tuple(variable._post_acc_hooks.values()):
         if hook(variable) is not None:
-            raise RuntimeError("post accumulate grad hooks should return None")
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")

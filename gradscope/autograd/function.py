@@ -1,6 +1,8 @@
 """Building graph nodes: the helpers every op uses, and user-defined ``autograd.Function``."""
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import numpy as np
@@ -47,6 +49,15 @@ def new_node(cls: type, inputs: tuple) -> Node | None:
     return node
 
 
+def once_differentiable(backward: Any) -> Any:
+    """Decorate a Function's ``backward`` that can be differentiated only once: it runs
+    without recording a graph (gradscope never records one in backward: no create_graph)."""
+    @functools.wraps(backward)
+    def wrapper(ctx: Any, *args: Any) -> Any:
+        with grad_mode.no_grad():
+            return backward(ctx, *args)
+
+    return wrapper
 
 
 _METAS: dict = {}
@@ -82,7 +93,7 @@ def result(out: np.ndarray, node: Node | None) -> Tensor:
     node._meta = meta if meta is not None else output_meta(out)
     if node._save_output:
         if saved_tensor_hooks_stack:
-            node._pack([out])
+            node._pack([t])
         else:
             node._saved = out  # a bare array: one object less for the garbage collector
     return t
@@ -114,16 +125,16 @@ def unary_result(cls: type, out: np.ndarray, x: Tensor) -> Tensor:
             node._extras = None
             meta = _METAS.get((out.shape, out.dtype))
             node._meta = meta if meta is not None else output_meta(out)
+            t.requires_grad = True
+            t.grad_fn = node
             if not cls._save_output:
                 node._saved = None
             elif saved_tensor_hooks_stack:
-                node._pack([out])
+                node._pack([t])
             else:
                 node._saved = out  # a bare array: one object less for the garbage collector
             if _anomaly.enabled:
                 node._extra().trace = anomaly.record_trace()
-            t.requires_grad = True
-            t.grad_fn = node
             return t
     t.requires_grad = False
     t.grad_fn = None
@@ -162,8 +173,16 @@ def binary_result(cls: type, out: np.ndarray, a: Tensor, b: Tensor, save: bool =
                 node._saved = None
                 node._vcs = ()
             elif saved_tensor_hooks_stack:
-                node._vcs = ()
-                node.save(a, b)
+                # each operand is needed only for the other's gradient (as PyTorch saves them)
+                node.save(a if edge_b is not _NO_EDGE else None, b if edge_a is not _NO_EDGE else None)
+            elif edge_a is _NO_EDGE:  # only ``a`` is needed (for b's gradient): node.save(a, None)
+                vc_a = a._vc if a._vc is not None else a._version_counter()
+                node._vcs = ((vc_a, vc_a[0], a),)
+                node._saved = (a._data, None)
+            elif edge_b is _NO_EDGE:  # node.save(None, b)
+                vc_b = b._vc if b._vc is not None else b._version_counter()
+                node._vcs = ((vc_b, vc_b[0], b),)
+                node._saved = (None, b._data)
             else:  # node.save(a, b), inlined
                 vc_a = a._vc if a._vc is not None else a._version_counter()
                 vc_b = b._vc if b._vc is not None else b._version_counter()
@@ -231,8 +250,8 @@ class FunctionCtx(Node):
         self.materialize_grads = bool(value)
 
     def backward(self, *grads: Any) -> tuple:
-        if self.materialize_grads:
-            grads = tuple(np.zeros(shape, dtype) if g is None else g
+        if self.materialize_grads:  # (a non-tensor output, dtype None, keeps its None)
+            grads = tuple(np.zeros(shape, dtype) if g is None and dtype is not None else g
                           for g, (shape, dtype) in zip(grads, self._meta))
         with grad_mode.no_grad():
             returned = self._function.backward(self, *(None if g is None else Tensor._make(g) for g in grads))
@@ -278,6 +297,26 @@ class Function(metaclass=_FunctionMeta):
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         raise NotImplementedError("You must implement the backward function for custom autograd.Function.")
 
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        """Override to split ``forward(*args)`` (no ctx) from saving what backward needs:
+        ``setup_context(ctx, inputs, output)`` then runs after ``forward``, with ``inputs``
+        the forward arguments (defaults filled in)."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @classmethod
+    def _forward_with_setup_context(cls, ctx: Any, args: tuple, kwargs: dict) -> Any:
+        """``forward(*args)`` then ``setup_context(ctx, inputs, output)`` (PyTorch's newer style)."""
+        output = cls.forward(*args, **kwargs)
+        try:
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            inputs = tuple(bound.arguments.values())
+        except (TypeError, ValueError):
+            inputs = args
+        cls.setup_context(ctx, inputs, output)
+        return output
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         tensor_args = tuple(a for a in args if isinstance(a, Tensor))
@@ -297,15 +336,19 @@ class Function(metaclass=_FunctionMeta):
         ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad and recording for a in args)
         with grad_mode.no_grad():
-            output = cls.forward(ctx, *args, **kwargs)
+            if getattr(cls.setup_context, "__func__", cls.setup_context) is not _BASE_SETUP_CONTEXT:
+                output = cls._forward_with_setup_context(ctx, args, kwargs)
+            else:
+                output = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(output, tuple)
         outputs = (output,) if single else output
         if recording:
             wrapped = []
             metas = []
             for index, out in enumerate(outputs):
-                if not isinstance(out, Tensor):
+                if not isinstance(out, Tensor):  # its slot gets None in backward and the hooks
                     wrapped.append(out)
+                    metas.append(((), None))  # (shape () as PyTorch reports it; no dtype)
                     continue
                 if any(out is a for a in tensor_args):
                     out = out.view_as(out)
@@ -315,7 +358,7 @@ class Function(metaclass=_FunctionMeta):
                 if id(out) not in ctx._non_differentiable and out._data.dtype.kind == "f":
                     t.requires_grad = True
                     t.grad_fn = ctx
-                    t._output_nr = len(metas)
+                    t._output_nr = index
                 metas.append((out._data.shape, out._data.dtype))
                 wrapped.append(t)
             ctx._meta = tuple(metas)
@@ -326,3 +369,6 @@ class Function(metaclass=_FunctionMeta):
         elif ctx._to_save:
             ctx._to_save = ()
         return outputs[0] if single else outputs
+
+
+_BASE_SETUP_CONTEXT = Function.setup_context

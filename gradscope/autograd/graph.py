@@ -1,15 +1,17 @@
 """Graph-level hook utilities: multi-tensor gradient hooks, saved-tensor hooks, callbacks."""
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from gradscope.autograd.engine import current_task, queue_callback
-from gradscope.autograd.node import Node, make_edge, saved_tensor_hooks_stack
+from gradscope.autograd.node import Node, make_edge, saved_tensor_hooks_disabled, saved_tensor_hooks_stack
 from gradscope.autograd.tensor import Tensor
 from gradscope.utils.hooks import RemovableHandle
 
-__all__ = ["Node", "register_multi_grad_hook", "saved_tensors_hooks", "queue_callback"]
+__all__ = ["Node", "disable_saved_tensors_hooks", "register_multi_grad_hook", "save_on_cpu",
+           "saved_tensors_hooks", "queue_callback"]
 
 
 def register_multi_grad_hook(tensors: Sequence[Tensor], fn: Callable, *, mode: str = "all") -> RemovableHandle:
@@ -71,16 +73,75 @@ def _register_all(tensors: list, hooks: list) -> RemovableHandle:
 
 
 class saved_tensors_hooks:
-    """Within the block, ops call ``pack(tensor)`` for each tensor they save and backward calls
-    ``unpack(packed)`` to get it back (and uses what it returns)."""
+    """Within the block, ops call ``pack(tensor)`` for each tensor they save (the tensor itself,
+    which the hook must not modify in place) and backward calls ``unpack(packed)`` to get it
+    back (and uses what it returns)."""
 
     def __init__(self, pack_hook: Callable[[Tensor], Any], unpack_hook: Callable[[Any], Tensor]) -> None:
         self.pack_hook = pack_hook
         self.unpack_hook = unpack_hook
 
     def __enter__(self) -> "saved_tensors_hooks":
-        saved_tensor_hooks_stack.append((self.pack_hook, self.unpack_hook))
+        if saved_tensor_hooks_disabled:
+            raise RuntimeError(saved_tensor_hooks_disabled[0])
+        saved_tensor_hooks_stack.append(_HookPair(self))
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        saved_tensor_hooks_stack.pop()
+        # its own innermost entry: a backward pass puts back the stack it started with, so an
+        # enter or exit inside backward neither leaks nor makes a later exit fail
+        for index in range(len(saved_tensor_hooks_stack) - 1, -1, -1):
+            if saved_tensor_hooks_stack[index].owner is self:
+                del saved_tensor_hooks_stack[index]
+                break
+
+
+class _HookPair(tuple):
+    """A ``(pack_hook, unpack_hook)`` entry of the saved-tensor hook stack, knowing its context."""
+
+    owner: Any
+
+    def __new__(cls, owner: saved_tensors_hooks) -> "_HookPair":
+        pair = super().__new__(cls, (owner.pack_hook, owner.unpack_hook))
+        pair.owner = owner
+        return pair
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors are kept as copies "on the CPU" and handed back on use. gradscope's
+    tensors always live in host memory, so this only copies them (``pin_memory`` and
+    ``device_type`` are accepted for PyTorch's signature)."""
+
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        def pack_to_cpu(tensor: Tensor) -> Tensor:
+            return Tensor._make(tensor._data.copy())
+
+        def unpack_from_cpu(packed: Tensor) -> Tensor:
+            return packed
+
+        super().__init__(pack_to_cpu, unpack_from_cpu)
+
+
+class disable_saved_tensors_hooks:
+    """Within the block (or the decorated function), entering ``saved_tensors_hooks`` raises
+    ``RuntimeError(error_message)``: for code that cannot work with saved-tensor hooks."""
+
+    def __init__(self, error_message: str) -> None:
+        self.error_message = error_message
+
+    def __enter__(self) -> None:
+        if saved_tensor_hooks_stack:  # hooks already in force cannot be disabled (as PyTorch)
+            raise RuntimeError(self.error_message)
+        self._previous = list(saved_tensor_hooks_disabled)
+        saved_tensor_hooks_disabled[:] = [self.error_message]
+
+    def __exit__(self, *exc_info: Any) -> None:
+        saved_tensor_hooks_disabled[:] = self._previous
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with disable_saved_tensors_hooks(self.error_message):
+                return fn(*args, **kwargs)
+
+        return wrapper

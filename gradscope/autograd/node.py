@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gradscope.autograd import grad_mode
 from gradscope.utils.hooks import RemovableHandle, add_hook
 
 _next_seq = itertools.count().__next__
@@ -22,8 +23,11 @@ ACCUMULATE_SEQ = sys.maxsize
 
 # Stack of active (pack, unpack) pairs from saved_tensors_hooks; only the innermost applies.
 saved_tensor_hooks_stack: list = []
+# The message of the innermost disable_saved_tensors_hooks in force (a one-entry list), or empty.
+saved_tensor_hooks_disabled: list = []
 
 _FREED = object()
+_DETACHED_VERSION = -(2 ** 62)  # (= tensor.DETACHED_VERSION: a counter whose tensor was detached in place)
 _NO_EDGE = (None, 0)
 _FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -36,14 +40,13 @@ class NodeExtras:
     """The rarely used state of a node (hooks, retain_grad, saved-tensor unpacking, metadata,
     anomaly trace), kept apart so that a plain node carries one empty slot for all of it."""
 
-    __slots__ = ("pre_hooks", "post_hooks", "tensor_hooks", "retain", "unpack", "metadata", "trace", "observers")
+    __slots__ = ("pre_hooks", "post_hooks", "tensor_hooks", "retain", "metadata", "trace", "observers")
 
     def __init__(self) -> None:
         self.pre_hooks: OrderedDict | None = None
         self.post_hooks: OrderedDict | None = None
         self.tensor_hooks: dict | None = None  # output slot -> OrderedDict of tensor hooks
         self.retain: dict | None = None  # output slot -> weakref of a tensor that retains grad
-        self.unpack: Callable | None = None
         self.metadata: dict | None = None
         self.trace: Any = None
         self.observers: dict | None = None  # observer(grad_inputs, grad_outputs) -> None, in order added
@@ -178,7 +181,7 @@ class Node:
             arrays.append(t._data)
         self._vcs = tuple(vcs)
         if saved_tensor_hooks_stack:
-            self._pack(arrays)
+            self._pack(tensors)
         else:
             self._saved = tuple(arrays)
 
@@ -187,12 +190,15 @@ class Node:
         if self._saved is not _FREED:  # (once freed, reading raises before any version check)
             self._vcs = (*self._vcs, (vc, vc[0], None))
 
-    def _pack(self, arrays: list) -> None:
-        from gradscope.autograd.tensor import Tensor
-
+    def _pack(self, tensors: Any) -> None:
+        """Save ``tensors`` (Tensors or None) through the innermost ``saved_tensors_hooks``:
+        each tensor itself goes to the pack hook, which must not modify it in place."""
         pack, unpack = saved_tensor_hooks_stack[-1]
-        self._extra().unpack = unpack
-        self._saved = [None if a is None else pack(Tensor._make(a)) for a in arrays]
+        self._saved = None  # (while the hooks run)
+        self._saved = [None if t is None else _Packed(_call_pack_hook(pack, t), unpack) for t in tensors]
+        for t in tensors:
+            if t is not None and t.grad_fn is self and t._vc is not None:  # its own output
+                self._vcs = (*self._vcs, (t._vc, t._vc[0], None))
 
     def saved(self) -> list:
         """The saved arrays; raises if they were freed or modified in place since saving."""
@@ -206,17 +212,106 @@ class Node:
             return (saved,)
         if saved is _FREED:
             raise RuntimeError(_FREED_MESSAGE)
-        if self._extras is not None and self._extras.unpack is not None:
-            unpack = self._extras.unpack
-            out = []
-            for packed in saved:
-                if packed is None:
-                    out.append(None)
-                    continue
-                value = unpack(packed)
-                out.append(value._data if hasattr(value, "_data") else np.asarray(value))
-            return out
-        return saved
+        return [entry.unpacked() if entry.__class__ is _Packed else entry for entry in saved]
+
+    def _saved_tensor_source(self, index: int) -> Any:
+        """The tensor saved in slot ``index`` (None for the node's own saved output)."""
+        saved = self._saved
+        if saved.__class__ is np.ndarray:
+            return None
+        sources = [entry[2] for entry in self._vcs if entry[2] is not None]
+        position = sum(1 for slot in range(index) if saved[slot] is not None)
+        return sources[position] if position < len(sources) else None
+
+    def _saved_names(self) -> tuple:
+        """PyTorch's names of the saved slots: ``result`` for a node that saves its output, else
+        ``self``, ``other``, ... in the order the op saved them."""
+        if self._save_output:
+            return ("result",)
+        count = len(self._saved)
+        return ("self", "other", "weight", "bias")[:count] if count <= 4 else \
+            tuple(f"saved{i}" for i in range(count))
+
+    def __getattr__(self, name: str) -> Any:
+        # grad_fn._saved_<name> (the saved value) and grad_fn._raw_saved_<name> (a SavedTensor)
+        raw = name.startswith("_raw_saved_")
+        if raw or name.startswith("_saved_"):
+            key = name[len("_raw_saved_"):] if raw else name[len("_saved_"):]
+            saved = object.__getattribute__(self, "_saved")
+            if saved is not None and saved is not _FREED:
+                names = self._saved_names()
+                if key in names:
+                    index = names.index(key)
+                    return SavedTensor(self, index) if raw else self._saved_value(index)
+            elif saved is _FREED and not raw:
+                raise RuntimeError(_FREED_MESSAGE)
+            if not raw:  # a saved non-tensor argument (``_saved_exponent``): the node's attribute
+                for klass in type(self).__mro__:
+                    if key in getattr(klass, "__slots__", ()):
+                        try:
+                            return object.__getattribute__(self, key)
+                        except AttributeError:
+                            break
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def _saved_value(self, index: int) -> Any:
+        """``_saved_<name>``: the saved tensor, unpacked, with the history of the tensor saved."""
+        from gradscope.autograd.tensor import Tensor
+
+        saved = self._saved
+        if saved.__class__ is list:  # packed: unpack this one only (as PyTorch)
+            for entry in self._vcs:
+                if entry[0][0] != entry[1]:
+                    self._raise_modified(entry)
+            entry = saved[index]
+            array = entry.unpacked() if entry.__class__ is _Packed else entry
+        else:
+            array = self.saved()[index]
+        if array is None:
+            return None
+        source = self._saved_tensor_source(index)
+        if source is not None and array is source._data:
+            return source
+        t = Tensor._make(array)
+        if source is not None:
+            t.requires_grad = source.requires_grad
+            t.grad_fn = source.grad_fn
+            t._output_nr = source._output_nr
+        elif self._save_output:  # the node's own output: a new tensor with its history and version
+            t.requires_grad = True
+            t.grad_fn = self
+            t._vc = self._output_version_counter()
+        return t
+
+    def _output_version_counter(self) -> list:
+        """The version counter of the output this node saved (created, and watched, on first use)."""
+        for entry in self._vcs:
+            if entry[2] is None:
+                return entry[0]
+        vc = [0]
+        self._watch_output(vc)
+        return vc
+
+    def _register_saved_hooks(self, index: int, pack_hook: Callable, unpack_hook: Callable) -> None:
+        """``SavedTensor.register_hooks``: pack the value saved in slot ``index`` now, unpack on use."""
+        from gradscope.autograd.tensor import Tensor
+
+        saved = self._saved
+        if saved is _FREED:
+            raise RuntimeError(_FREED_MESSAGE)
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("expects pack_hook and unpack_hook to be callable")
+        entries = [saved] if saved.__class__ is np.ndarray else list(saved)
+        entry = entries[index]
+        if entry is None:
+            raise RuntimeError("Calling register_hooks on a saved tensor with value None is forbidden")
+        if entry.__class__ is _Packed:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. "
+                               "Hint: only one pair of hooks is allowed at a time.")
+        source = self._saved_tensor_source(index)
+        tensor = source if source is not None and source._data is entry else Tensor._make(entry)
+        entries[index] = _Packed(_call_pack_hook(pack_hook, tensor), unpack_hook)
+        self._saved = entries
 
     def saved_output(self) -> np.ndarray:
         """The output a ``_save_output`` node saved: ``saved()[0]`` without building a tuple."""
@@ -230,6 +325,10 @@ class Node:
 
     def _raise_modified(self, entry: tuple) -> None:
         vc, expected, tensor = entry
+        if vc[0] == _DETACHED_VERSION:
+            raise RuntimeError("Trying to use a saved tensor that has been detached in-place, i.e. with "
+                               ".detach_(). This is not supported, please use out of place `.detach()` instead "
+                               f"(needed by {self.name()}).")
         if tensor is None:  # the node's own saved output
             what = f"[output of shape {list(self._meta[0][0])}], which is output 0 of {self.name()}"
         else:
@@ -248,6 +347,52 @@ class Node:
 
     def backward(self, *grads: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError(f"{self.name()} has no backward")
+
+
+class _Packed:
+    """One saved tensor as its pack hook returned it, with the hook that unpacks it."""
+
+    __slots__ = ("value", "unpack")
+
+    def __init__(self, value: Any, unpack: Callable) -> None:
+        self.value = value
+        self.unpack = unpack
+
+    def unpacked(self) -> np.ndarray:
+        value = self.unpack(self.value)
+        data = getattr(value, "_data", None)
+        if data is None:
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got result "
+                            f"of type {type(value).__name__}")
+        return data
+
+
+def _call_pack_hook(pack: Callable, tensor: Any) -> Any:
+    """``pack(tensor)``, refused when the hook modifies ``tensor`` in place (as PyTorch)."""
+    version = tensor._version
+    with grad_mode.no_grad():  # (as PyTorch: nothing a pack hook computes is recorded)
+        packed = pack(tensor)
+    if tensor._version != version:
+        raise RuntimeError("A saved tensor pack hook is modifying its input in place. Tensors provided as "
+                           "input to pack hook cannot be modified by in-place operations as this can lead "
+                           "to unexpected side-effects. Please open an issue if you need to perform in-place "
+                           "operations on the input to a pack hook.")
+    return packed
+
+
+class SavedTensor:
+    """``grad_fn._raw_saved_<name>``: a handle on one saved tensor, to attach pack/unpack hooks."""
+
+    __slots__ = ("_node", "_index")
+
+    def __init__(self, node: Node, index: int) -> None:
+        self._node = node
+        self._index = index
+
+    def register_hooks(self, pack_hook: Callable, unpack_hook: Callable) -> None:
+        """Call ``pack_hook(tensor)`` now and keep only what it returns; backward gets the tensor
+        back from ``unpack_hook(packed)``."""
+        self._node._register_saved_hooks(self._index, pack_hook, unpack_hook)
 
 
 class AccumulateGrad(Node):

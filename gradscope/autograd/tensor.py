@@ -11,7 +11,7 @@ import numpy as np
 
 from gradscope.autograd import dtypes
 from gradscope.autograd.device import CPU, device
-from gradscope.autograd.node import AccumulateGrad
+from gradscope.autograd.node import _DETACHED_VERSION, AccumulateGrad
 from gradscope.utils.hooks import RemovableHandle, add_hook
 
 TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
@@ -20,6 +20,8 @@ TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "H
 
 
 _DEFAULT_FLOAT = dtypes.DEFAULT_FLOAT
+# The version a counter shows once its tensor was detached in place (see ``Tensor.detach_``).
+DETACHED_VERSION = _DETACHED_VERSION
 
 
 def _flatten_tensors(data: Any) -> Any:
@@ -142,6 +144,11 @@ class Tensor:
         return dtypes.from_numpy_dtype(self._data.dtype)
 
     @property
+    def layout(self) -> dtypes.layout:
+        """Always ``strided``: the data is a dense numpy array."""
+        return dtypes.strided
+
+    @property
     def ndim(self) -> int:
         return self._data.ndim
 
@@ -225,12 +232,14 @@ class Tensor:
     def _version_counter(self) -> list:
         vc = self._vc
         if vc is None:
-            vc = self._vc = [0]
             fn = self.grad_fn
             if fn is not None and fn._save_output and fn._saved is not None:
                 # Created lazily: a node that saved this tensor as its output starts watching
-                # its version only now, the first time anything can change or share it.
-                fn._watch_output(vc)
+                # its version only now, the first time anything can change or share it (or
+                # shares the counter it made for ``grad_fn._saved_result``).
+                vc = self._vc = fn._output_version_counter()
+            else:
+                vc = self._vc = [0]
         return vc
 
     def _bump_version(self) -> None:
@@ -372,6 +381,24 @@ class Tensor:
         extras.retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
 
+    def _move_retain_grad(self, old_fn: Any, old_nr: int) -> None:
+        """After an in-place op gave this tensor a new history: ``retain_grad`` follows it, so
+        that ``.grad`` is the gradient of the current value (as PyTorch). Tensor hooks stay."""
+        if not self._retains_grad or old_fn is None or old_fn is self.grad_fn:
+            return
+        extras = old_fn._extras
+        if extras is not None and extras.retain:
+            ref = extras.retain.get(old_nr)
+            if ref is not None and ref() is self:
+                del extras.retain[old_nr]
+        if self.grad_fn is None:
+            self._retains_grad = False
+            return
+        new = self.grad_fn._extra()
+        if new.retain is None:
+            new.retain = {}
+        new.retain[self._output_nr] = weakref.ref(self)
+
     @property
     def output_nr(self) -> int:
         """Which output of ``grad_fn`` this tensor is (0 for leaves)."""
@@ -419,7 +446,12 @@ class Tensor:
     def detach_(self) -> "Tensor":
         if self._inplace_error is not None:
             raise RuntimeError(self._inplace_error)
-        self._version_counter()  # a node that saved this tensor keeps watching it
+        vc = self._version_counter()  # a node that saved this tensor as its output keeps watching it
+        if self.grad_fn is not None and (self.grad_fn._saved is None or not self.grad_fn._save_output):
+            # A node that saved this tensor as an input may no longer use it (as PyTorch): the
+            # counter it watches is marked detached; the tensor counts on with a fresh one.
+            self._vc = [vc[0]]
+            vc[0] = DETACHED_VERSION
         self.grad_fn = None
         self.requires_grad = False
         return self

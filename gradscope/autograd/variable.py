@@ -25,3 +25,18 @@ class Variable(metaclass=_VariableMeta):
         leaf = data.detach()
         leaf.requires_grad_(True)
         return leaf
+
+
+class _ExecutionEngine:
+    """``Variable._execution_engine``: the engine object PyTorch exposes to Python. Code that
+    schedules work for the end of the current backward pass calls its ``queue_callback``."""
+
+    @staticmethod
+    def queue_callback(callback: Any) -> None:
+        """Run ``callback()`` once the backward pass in progress has run all its nodes."""
+        from gradscope.autograd.engine import queue_callback
+
+        queue_callback(callback)
+
+
+Variable._execution_engine = _ExecutionEngine()

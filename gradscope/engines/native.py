@@ -44,10 +44,8 @@ class NativeEngine(Engine):
     def no_grad(self) -> contextlib.AbstractContextManager:
         return grad_mode.no_grad()
 
-    @contextlib.contextmanager
-    def record_creation_traces(self) -> Any:
-        with anomaly.detect_anomaly(check_nan=False, check_inf=False):
-            yield
+    def record_creation_traces(self) -> contextlib.AbstractContextManager:
+        return anomaly.set_detect_anomaly(True, check_nan=False, check_inf=False)
 
     def node_trace(self, node: Any) -> list[tuple[str, int]]:
         return [(frame.filename, frame.lineno) for frame in getattr(node, "_trace", None) or ()]

@@ -19,12 +19,43 @@ from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 
 _INPLACE_MESSAGE = (
-    "Output {index} of BackwardHookFunctionBackward is a view and is being modified inplace. This view "
+    "Output {index} of BackwardHookFunction is a view and is being modified inplace. This view "
     "was created inside a custom Function (or because an input was returned as-is) and the autograd logic "
     "to handle view+inplace would override the custom backward associated with the custom Function, leading "
     "to incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of the "
     "custom Function. (gradscope: the tensor was wrapped by a module backward hook on {module}; tensors "
     "wrapped for backward hooks must not be modified inplace.)")
+
+
+_BASE_MODIFIED_MESSAGE = (
+    "Output {index} of BackwardHookFunction is a view and its base or another view of its base has "
+    "been modified inplace. This view was created inside a custom Function (or because an input was returned "
+    "as-is) and the autograd logic to handle view+inplace would override the custom backward associated with "
+    "the custom Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by "
+    "cloning the output of the custom Function. (gradscope: the tensor was wrapped by a module backward hook "
+    "on {module}, and the tensor it wraps was modified inplace after the call.)")
+
+_tensor_grad_fn = Tensor.grad_fn  # the slot's descriptor
+
+
+class HookedTensor(Tensor):
+    """A tensor passed through a module's backward-hook identity node. It aliases the tensor it
+    wraps: once that one is modified in place, using this one raises (as PyTorch), because the
+    gradient recorded for it would belong to the old value."""
+
+    __slots__ = ("_wrapped_version", "_wrap_note")
+
+    @property  # type: ignore[override]
+    def grad_fn(self) -> Any:
+        fn = _tensor_grad_fn.__get__(self)
+        vc = self._vc
+        if fn is not None and vc is not None and vc[0] != self._wrapped_version:
+            raise RuntimeError(_BASE_MODIFIED_MESSAGE.format(index=self._output_nr, module=self._wrap_note))
+        return fn
+
+    @grad_fn.setter
+    def grad_fn(self, value: Any) -> None:
+        _tensor_grad_fn.__set__(self, value)
 
 
 class BackwardHookFunctionBackward(Node):
@@ -42,13 +73,19 @@ def identity_wrap(tensors: list, module: Any) -> tuple[list, Node | None]:
     node = new_node(BackwardHookFunctionBackward, tuple(tensors))
     outs = []
     for index, t in enumerate(tensors):
-        o = Tensor._make(t._data)
-        o._vc = t._version_counter()
         if node is not None and t.requires_grad:
+            o = object.__new__(HookedTensor)
+            o._data = t._data
+            o._vc = vc = t._version_counter()
+            o._wrapped_version = vc[0]
+            o._wrap_note = type(module).__name__
             o.requires_grad = True
             o.grad_fn = node
             o._output_nr = index
             o._inplace_error = _INPLACE_MESSAGE.format(index=index, module=type(module).__name__)
+        else:
+            o = Tensor._make(t._data)
+            o._vc = t._version_counter()
         outs.append(o)
     if node is not None:
         node._meta = tuple((t._data.shape, t._data.dtype) for t in tensors)

@@ -151,7 +151,9 @@ def mul(input: Any, other: Any, *, out: Any = None) -> Tensor:
         if node is not None:
             node.shape_a = a.shape
             node.shape_b = b.shape
-            node.save(input, other_t)
+            # each operand is needed only for the other's gradient (as PyTorch saves them)
+            node.save(input if node._edges[1][0] is not None else None,
+                      other_t if node._in is not None else None)
         return result(out_arr, node)
     product = unary_result(_MulScalarBackward, out_arr, input)
     node = product.grad_fn
@@ -191,7 +193,8 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None, out: Any = 
     if node is not None:
         if isinstance(input, Tensor) and isinstance(other, Tensor):
             node.shape_a, node.shape_b = input._data.shape, other._data.shape
-            node.save(input, other)
+            # the numerator only for the denominator's gradient (as PyTorch saves them)
+            node.save(input if node._edges[1][0] is not None else None, other)
         elif isinstance(input, Tensor):
             node.scalar = b
             node.save(input)
@@ -330,21 +333,24 @@ class BmmBackward0(MmBackward0):
 
     def backward(self, g):
         (node_a, _), (node_b, _) = self._next
-        a, b = self.saved()
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
+        a, b = self.saved()  # (each only when the other operand needs its gradient)
+        ndim_a, ndim_b = len(self.shape_a), len(self.shape_b)
         g2 = g
-        if a.ndim == 1:
+        if ndim_a == 1:
             g2 = np.expand_dims(g2, -2)
-        if b.ndim == 1:
+        if ndim_b == 1:
             g2 = np.expand_dims(g2, -1)
         ga = gb = None
         if node_a is not None:
-            ga = unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape) \
-                if a.ndim > 1 else (g2 @ np.swapaxes(b2, -1, -2)).reshape(-1, a.shape[0]).sum(0)
+            b2 = b[:, None] if ndim_b == 1 else b
+            a2_shape = (1, self.shape_a[0]) if ndim_a == 1 else self.shape_a
+            ga = unbroadcast(g2 @ np.swapaxes(b2, -1, -2), a2_shape).reshape(self.shape_a) \
+                if ndim_a > 1 else (g2 @ np.swapaxes(b2, -1, -2)).reshape(-1, self.shape_a[0]).sum(0)
         if node_b is not None:
-            gb = unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2.shape).reshape(b.shape) \
-                if b.ndim > 1 else (np.swapaxes(a2, -1, -2) @ g2).reshape(-1, b.shape[0]).sum(0)
+            a2 = a[None, :] if ndim_a == 1 else a
+            b2_shape = (self.shape_b[0], 1) if ndim_b == 1 else self.shape_b
+            gb = unbroadcast(np.swapaxes(a2, -1, -2) @ g2, b2_shape).reshape(self.shape_b) \
+                if ndim_b > 1 else (np.swapaxes(a2, -1, -2) @ g2).reshape(-1, self.shape_b[0]).sum(0)
         return ga, gb
 
 
@@ -374,7 +380,10 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         cls = MvBackward0
     else:
         cls = BmmBackward0
-    return binary_result(cls, out_arr, input, other, save=True)
+    product = binary_result(cls, out_arr, input, other, save=True)
+    if cls is BmmBackward0 and product.grad_fn is not None:
+        product.grad_fn.shape_a, product.grad_fn.shape_b = a.shape, b.shape
+    return product
 
 
 def _shape_str(a: np.ndarray) -> str:

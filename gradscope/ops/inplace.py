@@ -60,6 +60,7 @@ def _apply(target: Tensor, other: Any, compute: Callable[[Tensor], Tensor], fast
     target.grad_fn = out.grad_fn
     target.requires_grad = out.requires_grad
     target._output_nr = out._output_nr
+    target._move_retain_grad(original.grad_fn, original._output_nr)
     if out.grad_fn is not None and out.grad_fn._save_output:
         # the node saved its output, which is now ``target``: later in-place writes must be caught
         out.grad_fn._vcs = ((target._version_counter(), target._version, None),)
@@ -363,6 +364,7 @@ def reshaping_inplace(fn: Callable[..., Tensor], name: str) -> Callable[..., Ten
         self.grad_fn = out.grad_fn
         self.requires_grad = out.requires_grad
         self._output_nr = out._output_nr
+        self._move_retain_grad(original.grad_fn, original._output_nr)
         return self
 
     method.__name__ = name

@@ -207,7 +207,9 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor) -> Tensor:
     node = new_node(AddmmBackward0, (bias, mat1, mat2))
     if node is not None:
         node.bias_shape = bias._data.shape
-        node.save(mat1, mat2)
+        # each matrix is needed only for the other's gradient (as PyTorch saves them)
+        (_, _), (node_1, _), (node_2, _) = node._edges
+        node.save(mat1 if node_2 is not None else None, mat2 if node_1 is not None else None)
     return result(out, node)
 
 

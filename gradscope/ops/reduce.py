@@ -168,14 +168,58 @@ def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = Fa
     return result(out, node)
 
 
+class VarMeanBackward0(Node):
+    """``var_mean``: one node with two outputs, as in PyTorch (a node pre-hook sees both
+    gradients; a hook of an output that got none is called with None)."""
+
+    __slots__ = ("axes", "keepdim", "ddof", "shape", "count")
+    _slow = True
+    _spread = VarBackward0
+
+    def backward(self, g_spread, g_mean):
+        grad = None if g_spread is None else self._spread.backward(self, g_spread)
+        if g_mean is not None:
+            from_mean = MeanBackward0.backward(self, g_mean)
+            grad = from_mean if grad is None else grad + from_mean
+        return grad
+
+
+class StdMeanBackward0(VarMeanBackward0):
+    __slots__ = ()
+    _spread = StdBackward0
+
+
+def _spread_mean(node_class: type, spread: Any, input: Tensor, dim: Any, unbiased: Any, keepdim: bool,
+                 correction: Any) -> tuple:
+    """``(spread(input), mean(input))`` as the two outputs of one ``node_class`` node."""
+    from gradscope.autograd import grad_mode
+    from gradscope.autograd.function import results
+
+    data, axes, ddof = _spread_args(input, dim, unbiased, correction)
+    with grad_mode.no_grad():
+        spread_out = spread(input, dim, unbiased, keepdim, correction=correction)._data
+        mean_out = mean(input, dim if not isinstance(dim, bool) else None, keepdim)._data
+    node = new_node(node_class, (input,))
+    if node is not None:
+        node.axes, node.keepdim, node.ddof = axes, keepdim, ddof
+        node.shape, node.count = data.shape, _count(data.shape, axes)
+        if node_class is StdMeanBackward0:
+            node.save(input, Tensor._make(spread_out))
+        else:
+            node.save(input)
+    return results([spread_out, mean_out], node)
+
+
 def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple:
-    return (var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim))
+    """``(var, mean)`` over ``dim``, from one node (see ``var``)."""
+    return _spread_mean(VarMeanBackward0, var, input, dim, unbiased, keepdim, correction)
 
 
 def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple:
-    return (std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim))
+    """``(std, mean)`` over ``dim``, from one node (see ``std``)."""
+    return _spread_mean(StdMeanBackward0, std, input, dim, unbiased, keepdim, correction)
 
 
 # ---------------------------------------------------------------- max / min

@@ -469,9 +469,11 @@ def setitem(input: Tensor, index: Any, value: Any) -> None:
     input._data[np_index] = value_data
     input._bump_version()
     node._meta = ((input._data.shape, input._data.dtype),)
+    old_fn, old_nr = input.grad_fn, input._output_nr
     input.grad_fn = node
     input.requires_grad = True
     input._output_nr = 0
+    input._move_retain_grad(old_fn, old_nr)
 
 
 # ---------------------------------------------------------------- cat / stack / split

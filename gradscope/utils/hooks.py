@@ -24,10 +24,22 @@ class RemovableHandle:
 
     __slots__ = ("id", "_refs", "__weakref__")
 
-    def __init__(self, hooks_dict: OrderedDict, *extra_dicts: OrderedDict) -> None:
+    def __init__(self, hooks_dict: OrderedDict, *extra_dicts: OrderedDict, extra_dict: Any = None) -> None:
         self.id = next(_ids)
+        if extra_dict is not None:  # PyTorch's keyword: one dict or a list of them
+            extra_dicts = (*extra_dicts, *(extra_dict if isinstance(extra_dict, list) else [extra_dict]))
         self._refs = (weakref.ref(hooks_dict), *map(weakref.ref, extra_dicts)) if extra_dicts \
             else (weakref.ref(hooks_dict),)
+
+    @property
+    def hooks_dict_ref(self) -> Any:
+        """Weak reference to the dict the hook was registered in (PyTorch's attribute)."""
+        return self._refs[0]
+
+    @property
+    def extra_dict_ref(self) -> tuple:
+        """Weak references to the further dicts ``remove()`` also deletes the hook from."""
+        return self._refs[1:]
 
     def remove(self) -> None:
         """Unregister the hook (idempotent)."""

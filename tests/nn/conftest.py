@@ -21,7 +21,7 @@ from gradscope.nn.modules import module as gs_module_file
 
 _GLOBAL_HOOK_DICTS = ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_with_kwargs",
                       "_global_forward_hooks_always_called", "_global_backward_pre_hooks",
-                      "_global_backward_hooks", "_global_module_registration_hooks",
+                      "_global_backward_hooks", "_global_non_full_backward_hooks", "_global_module_registration_hooks",
                       "_global_parameter_registration_hooks", "_global_buffer_registration_hooks")
 
 

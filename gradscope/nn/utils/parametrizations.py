@@ -34,6 +34,16 @@ class _WeightNorm(Module):
 def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
     """Reparametrise ``module.<name>`` as magnitude ``original0`` (g) times direction ``original1`` (v)."""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def load_old_weight_norm(state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
+                             missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+        # a checkpoint of the old ``nn.utils.weight_norm`` names g and v ``<name>_g``/``<name>_v``
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g_key)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v_key)
+
+    module._register_load_state_dict_pre_hook(load_old_weight_norm)
     return module
 
 
