@@ -28,6 +28,8 @@ class OpTrace:
         kind: ``"nan"`` or ``"inf"``.
         node: the autograd node of that output (``"LogBackward0"``), when it has one.
         frames: ``[(file, line), ...]`` of the Python stack that called it, outermost first.
+        tensor: that output (its ``grad_fn`` is the node; on PyTorch the node is attached after
+            the operation returns, so ``node`` is filled in at the next operation or at the end).
     """
 
     def __init__(self) -> None:
@@ -35,6 +37,7 @@ class OpTrace:
         self.kind: str | None = None
         self.node: str | None = None
         self.frames: list[tuple[str, int]] = []
+        self.tensor: Any = None
 
 
 class Engine:
@@ -109,8 +112,8 @@ class Engine:
 
     def trace_nonfinite_ops(self) -> contextlib.AbstractContextManager:
         """A context that watches every operation's output and yields an :class:`OpTrace` naming
-        the first operation whose output holds NaN/Inf, or yields None when the engine cannot
-        (gradscope's engine: the model file's lines are traced instead)."""
+        the first operation whose output holds NaN/Inf, or yields None when the engine cannot.
+        Slow: for the re-run of a step that already went wrong."""
         return contextlib.nullcontext()
 
     # ------------------------------------------------------------------ graph nodes

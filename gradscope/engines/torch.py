@@ -47,7 +47,7 @@ class _NonFiniteOps(TorchDispatchMode):
                     self.trace.op = str(func)
                     self.trace.kind = "nan" if bool(torch.isnan(tensor).any()) else "inf"
                     self.trace.frames = [(frame.filename, frame.lineno) for frame in traceback.extract_stack()[:-1]]
-                    self._tensor = tensor
+                    self.trace.tensor = self._tensor = tensor
                     break
         return out
 

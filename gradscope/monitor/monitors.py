@@ -29,7 +29,8 @@ from typing import Any, Callable
 from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
-from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
+from gradscope.monitor.tracing import (LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of,
+                                       made_from)
 
 _ACCUMULATE = "AccumulateGrad"
 _NO_INPUTS: frozenset = frozenset()
@@ -332,9 +333,12 @@ class ForwardNonFiniteTracer(_HookOwner):
     code in those files are traced as well (``sys.settrace``, only during this expensive re-run), so
     the exact line whose result first holds a non-finite tensor is known.
 
-    Where the engine can (PyTorch) and ``trace_ops`` is on, every operation's output is checked as
-    well (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
-    NaN/Inf, its autograd node and the stack that called it, also outside the model file.
+    When ``trace_ops`` is on, every operation's output is checked as well
+    (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
+    NaN/Inf, its autograd node and the stack that called it, also outside the model file. When the
+    non-finite tensor a module returned or a line left behind was computed from that operation's
+    output, :attr:`node` and :attr:`source_node` name the operation's node (``LogBackward0`` for
+    ``log(x).mean()`` on one line, not ``MeanBackward0``) and :attr:`op` is that trace.
 
     Args:
         model: the model observed.
@@ -353,8 +357,11 @@ class ForwardNonFiniteTracer(_HookOwner):
 
     Attributes:
         module: dotted path of the originating module, or None.
-        node: the autograd node of the first non-finite tensor (``"LogBackward0"``), if any.
+        node: the autograd node of the operation that made the originating module's non-finite
+            output (``"LogBackward0"``), else of that output, if any.
         ops: the first non-finite operation (an ``OpTrace``), or None when the engine cannot tell.
+        op: ``ops`` when the non-finite tensor reported (:attr:`node` or :attr:`source_node`) was
+            computed from that operation's output, else None.
         kind: ``"nan"`` or ``"inf"``.
         parameter: the first of the originating module's own parameters that is already non-finite
             (its dotted path), or None; ``parameter_kind`` is its kind.
@@ -383,7 +390,9 @@ class ForwardNonFiniteTracer(_HookOwner):
         self.parameter_kind: str | None = None
         self.propagated: list[str] = []
         self.ops: OpTrace | None = None
+        self.op: OpTrace | None = None
         self._ops_context: Any = None
+        self._found_tensors: list = []  # [(attribute, tensor)]: the tensors node and source_node name
         self._kinds = NonFiniteKinds(self.engine)
         self._arguments: dict[int, Any] = {}
         self._lines = LineTracer(follow, self._attribute, self._entered) if follow is not None else None
@@ -407,7 +416,21 @@ class ForwardNonFiniteTracer(_HookOwner):
         if self._ops_context is not None:
             context, self._ops_context = self._ops_context, None
             context.__exit__(None, None, None)
+            self._name_operations()
         super().close()
+
+    def _name_operations(self) -> None:
+        """Name the operation that made the first NaN/Inf instead of the later operation whose
+        output was found (on the same line, or as the module's output), when one led to the other."""
+        ops = self.ops
+        origin = getattr(ops.tensor, "grad_fn", None) if ops is not None and ops.op is not None else None
+        if origin is None or ops.node is None:
+            return
+        for attribute, tensor in self._found_tensors:
+            if made_from(tensor, origin):
+                setattr(self, attribute, ops.node)
+                self.op = ops
+        self._found_tensors.clear()
 
     def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
         out_kind, tensor = self._kinds.first(output)
@@ -423,6 +446,7 @@ class ForwardNonFiniteTracer(_HookOwner):
             self.module = name
             self.kind = out_kind
             self.node = self.engine.node_name(tensor)
+            self._found_tensors.append(("node", tensor))
             if bad_parameter is not None:
                 self.parameter = join_path(name or "", bad_parameter[0])
                 self.parameter_kind = bad_parameter[1]
@@ -446,6 +470,7 @@ class ForwardNonFiniteTracer(_HookOwner):
                 self.source = (filename, line)
                 self.source_node = self.engine.node_name(tensor)
                 self.source_kind = kind
+                self._found_tensors.append(("source_node", tensor))
                 return
 
 
