@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from gradscope.debug.tracking import UserCode
 from gradscope.engines import Engine, OpTrace
-from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, made_from
+from gradscope.monitor.tracing import LineTracer, NonFiniteKinds
 
 #: ``fn(tensor, kind, filename, line, node)``; ``kind`` is ``"nan"`` or ``"inf"``; ``node`` is the
 #: autograd node of the operation that made the first non-finite value ``tensor`` was computed
@@ -77,10 +77,9 @@ class ValueWatch:
                 return
 
     def _origin(self, tensor: Any) -> Any:
-        """The node of the first operation that made a NaN/Inf, if ``tensor`` was computed from
-        its output; else ``tensor``'s own node."""
-        ops = self._ops
-        origin = getattr(ops.tensor, "grad_fn", None) if ops is not None and ops.op is not None else None
-        if origin is not None and made_from(tensor, origin):
-            return origin
+        """The node of the operation that made the first NaN/Inf ``tensor`` holds; else
+        ``tensor``'s own node."""
+        origin = self._ops.origin(tensor) if self._ops is not None else None
+        if origin is not None and origin.grad_fn is not None:
+            return origin.grad_fn
         return getattr(tensor, "grad_fn", None)

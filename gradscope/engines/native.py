@@ -14,7 +14,8 @@ import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.base import Engine, GradientNormTaps, OpTrace, nonfinite_entries, squared_norm, squared_norms_of_arrays
+from gradscope.engines.base import (Engine, GradientNormTaps, NonFiniteOp, OpTrace, nonfinite_entries, squared_norm,
+                                    squared_norms_of_arrays, stack_of)
 from gradscope.nn.modules import module as module_hooks
 from gradscope.nn.modules.module import Module
 from gradscope.optim import optimizer as optimizer_hooks
@@ -34,8 +35,8 @@ _UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided"}
 
 class _NonFiniteOps:
     """Checks the tensors returned by gradscope's operations (``sys.setprofile``: every Python
-    function's return is seen, those of the operations' files are checked); remembers the first
-    that holds NaN/Inf, with the stack that called it. Each tensor is checked once."""
+    function's return is seen, those of the operations' files are checked) and records each that
+    holds NaN/Inf, with the stack that called it. Each tensor is checked once."""
 
     def __init__(self, engine: "NativeEngine", trace: OpTrace) -> None:
         self.engine = engine
@@ -68,22 +69,15 @@ class _NonFiniteOps:
             self._checked[id(tensor)] = tensor
             kind = self.engine.nonfinite_kind(tensor)
             if kind is not None:
-                self._found(frame, tensor, kind)
+                self._record(frame, tensor, kind)
                 return
 
-    def _found(self, frame: FrameType, tensor: Tensor, kind: str) -> None:
-        sys.setprofile(self._previous)  # the first is all that is needed
+    def _record(self, frame: FrameType, tensor: Tensor, kind: str) -> None:
         op_frame = frame
         while op_frame.f_back is not None and op_frame.f_code.co_filename == _RESULT_SOURCE:
             op_frame = op_frame.f_back  # (result() wraps the output of the operation that called it)
-        frames = []
-        while frame is not None:
-            frames.append((frame.f_code.co_filename, frame.f_lineno))
-            frame = frame.f_back
-        trace = self.trace
-        trace.op, trace.kind, trace.tensor = f"gradscope.{op_frame.f_code.co_name}", kind, tensor
-        trace.node = self.engine.node_name(tensor)
-        trace.frames = frames[::-1]
+        self.trace.outputs.append(NonFiniteOp(f"gradscope.{op_frame.f_code.co_name}", kind, stack_of(frame), tensor,
+                                              tensor.grad_fn))
 
 
 class NativeEngine(Engine):

@@ -29,8 +29,7 @@ from typing import Any, Callable
 from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
 from gradscope.monitor.stats import nonfinite_count as count_nonfinite
-from gradscope.monitor.tracing import (LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of,
-                                       made_from)
+from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
 
 _ACCUMULATE = "AccumulateGrad"
 _NO_INPUTS: frozenset = frozenset()
@@ -334,11 +333,11 @@ class ForwardNonFiniteTracer(_HookOwner):
     the exact line whose result first holds a non-finite tensor is known.
 
     When ``trace_ops`` is on, every operation's output is checked as well
-    (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
-    NaN/Inf, its autograd node and the stack that called it, also outside the model file. When the
-    non-finite tensor a module returned or a line left behind was computed from that operation's
-    output, :attr:`node` and :attr:`source_node` name the operation's node (``LogBackward0`` for
-    ``log(x).mean()`` on one line, not ``MeanBackward0``) and :attr:`op` is that trace.
+    (``engine.trace_nonfinite_ops``): :attr:`ops` then holds every operation that produced NaN/Inf,
+    its autograd node and the stack that called it, also outside the model file. :attr:`node` and
+    :attr:`source_node` name the operation that made the first NaN/Inf of the tensor a module
+    returned or a line left behind (``LogBackward0`` for ``log(x).mean()`` on one line, not
+    ``MeanBackward0``), and :attr:`op` is that operation.
 
     Args:
         model: the model observed.
@@ -359,9 +358,9 @@ class ForwardNonFiniteTracer(_HookOwner):
         module: dotted path of the originating module, or None.
         node: the autograd node of the operation that made the originating module's non-finite
             output (``"LogBackward0"``), else of that output, if any.
-        ops: the first non-finite operation (an ``OpTrace``), or None when the engine cannot tell.
-        op: ``ops`` when the non-finite tensor reported (:attr:`node` or :attr:`source_node`) was
-            computed from that operation's output, else None.
+        ops: the non-finite operations (an ``OpTrace``), or None when the engine cannot tell.
+        op: the operation (a ``NonFiniteOp`` of ``ops``) that made the first NaN/Inf of the tensor
+            reported (:attr:`node`, else :attr:`source_node`), or None.
         kind: ``"nan"`` or ``"inf"``.
         parameter: the first of the originating module's own parameters that is already non-finite
             (its dotted path), or None; ``parameter_kind`` is its kind.
@@ -422,14 +421,12 @@ class ForwardNonFiniteTracer(_HookOwner):
     def _name_operations(self) -> None:
         """Name the operation that made the first NaN/Inf instead of the later operation whose
         output was found (on the same line, or as the module's output), when one led to the other."""
-        ops = self.ops
-        origin = getattr(ops.tensor, "grad_fn", None) if ops is not None and ops.op is not None else None
-        if origin is None or ops.node is None:
-            return
-        for attribute, tensor in self._found_tensors:
-            if made_from(tensor, origin):
-                setattr(self, attribute, ops.node)
-                self.op = ops
+        if self.ops is not None:
+            for attribute, tensor in self._found_tensors:
+                origin = self.ops.origin(tensor)
+                if origin is not None and origin.node is not None:
+                    setattr(self, attribute, origin.node)
+                    self.op = self.op or origin
         self._found_tensors.clear()
 
     def _on_forward(self, module: Any, args: tuple, output: Any) -> None:

@@ -8,8 +8,7 @@ NaN/Inf tracer, the graph-cut search of the diagnoses and the debugger's forward
 * :class:`LineTracer`: ``sys.settrace`` over the frames of chosen files, reporting the local
   variables after every line and the value each frame returns;
 * :class:`NonFiniteKinds`: the NaN/Inf check of a tensor, made once per tensor;
-* :func:`hook_every_node`: a post-hook on every node of an autograd graph; :func:`made_from`:
-  whether a tensor was computed from a node's output;
+* :func:`hook_every_node`: a post-hook on every node of an autograd graph;
 * :func:`join_path`, :func:`encloses` and :func:`module_words`: module paths in findings.
 """
 from __future__ import annotations
@@ -66,22 +65,6 @@ def hook_every_node(roots: Iterable[Any], hook: Callable[[Any, tuple, tuple], No
                 seen.add(id(child))
                 stack.append(child)
     return handles
-
-
-def made_from(tensor: Any, node: Any) -> bool:
-    """Whether ``node`` is ``tensor``'s autograd node or one the graph below it reaches (the
-    tensor was computed from that node's output)."""
-    stack = [getattr(tensor, "grad_fn", None)]
-    seen: set[int] = set()
-    while stack:
-        current = stack.pop()
-        if current is None or id(current) in seen:
-            continue
-        if current is node:
-            return True
-        seen.add(id(current))
-        stack.extend(child for child, _ in current.next_functions)
-    return False
 
 
 def lines_of(source_file: str | os.PathLike) -> Callable[[str, int], bool]:
