@@ -81,7 +81,9 @@ def fused_multiply_add(x: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> n
     float64. float64 is computed in two roundings."""
     if x.dtype.kind != "f" or x.dtype.itemsize > 4:
         return x * scale + shift
-    return (x.astype(F64) * scale + shift).astype(x.dtype)
+    wide = np.multiply(x, scale, dtype=F64)
+    wide += shift
+    return wide.astype(x.dtype)
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:

@@ -849,8 +849,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     """Batch normalisation over all dims but the channel dim 1; updates running stats in training.
 
     Computed as torch's CPU kernel computes it: the per-channel mean and sum of squared deviations
-    are accumulated in float64 and rounded to the input's dtype, then ``x * alpha + beta`` (one
-    rounding, as the fused multiply-add torch's vectorised loop compiles to) with
+    are accumulated in float64 and rounded to the input's dtype, then ``x * alpha + beta`` (the
+    fused multiply-add torch's vectorised loop compiles to, to within an ulp of the output) with
     ``alpha = invstd * weight`` and ``beta = bias - mean * alpha`` per channel."""
     x = float_input(input)
     if x.ndim < 2:
@@ -885,7 +885,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             invstd = (1 / np.sqrt(running_var._data.astype(dtype) + np.asarray(eps, dtype))).astype(dtype)
     alpha = invstd * weight._data if weight is not None else invstd
     beta = fused_multiply_add(-mean, alpha, np.zeros((), dtype) if bias is None else bias._data)
-    out = fused_multiply_add(x, alpha.reshape(shape), beta.reshape(shape))
+    # x * alpha + beta, fused, is (x - mean) * alpha + (mean * alpha + beta): the second form in
+    # the input's dtype keeps beta's rounding (far from 0 when mean * alpha is large), as torch
+    # does, without a float64 copy of x; it differs from the fused result by an ulp of the output
+    offset = (mean.astype(F64) * alpha + beta).astype(dtype)
+    out = (x - mean.reshape(shape)) * alpha.reshape(shape)
+    out += offset.reshape(shape)
     node = new_node(NativeBatchNormBackward0, (input, weight, bias))
     if node is not None:
         node.axes, node.mean, node.invstd, node.training, node.count = axes, mean, invstd, training, count
