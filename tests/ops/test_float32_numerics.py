@@ -5,7 +5,7 @@ torch accumulates some float32 reductions in float64 (BatchNorm's statistics and
 adds in order along a strided axis. Where torch accumulates wide, gradscope must agree with torch
 tightly (a few float32 ulps of the result's largest entry). Where torch accumulates in float32
 itself (``linalg.vector_norm``, LayerNorm, GroupNorm), its result carries a float32 error too:
-gradscope must be at least about as close to the float64 result as torch is.
+gradscope must be about as close to the float64 result as torch is (within a factor of 6).
 
 The last test runs torchvision's ResNet layout (``torchvision_resnet.py``) in float32, train mode,
 on both engines with the same weights and compares the loss and all 38 parameter gradients.
@@ -32,7 +32,7 @@ def _relative(ours: np.ndarray, reference: np.ndarray) -> float:
     return float(np.abs(ours - reference).max() / max(np.abs(reference).max(), 1e-30))
 
 
-def _run(fn: Callable, x: np.ndarray, weights: np.ndarray | None, seed: int) -> dict:
+def _run(fn: Callable, x: np.ndarray, seed: int) -> dict:
     """Output and input gradient of ``sum(fn(x) * w)`` on gradscope (float32) and torch (float32,
     float64), ``w`` a fixed random cotangent."""
     results = {}
@@ -71,7 +71,7 @@ WIDE = [
 @pytest.mark.parametrize("fn, make", [case[1:] for case in WIDE], ids=[case[0] for case in WIDE])
 def test_wide_reductions_agree_with_torch_in_float32(fn: Callable, make: Callable) -> None:
     rng = np.random.default_rng(25)
-    results = _run(fn, make(rng), None, 1)
+    results = _run(fn, make(rng), 1)
     (ours, ours_grad), (theirs, theirs_grad), (exact, exact_grad) = results["gs"], results["torch"], results["torch64"]
     assert ours.dtype == np.float32 and ours_grad.dtype == np.float32
     # the values: ours are the exact result rounded (about); torch's cascade sum is within a few ulps
@@ -84,12 +84,13 @@ def test_wide_reductions_agree_with_torch_in_float32(fn: Callable, make: Callabl
 # BatchNorm in training mode with few values per channel and a mean far from zero
 BATCH_NORM_INPUTS = [
     ((2, 4, 2, 2), 100.0, 0.01),   # 8 values per channel, as layer4 of a ResNet on 64x64 images
-    ((2, 8, 1, 1), 10.0, 1e-3),    # 2 values per channel
     ((4, 3, 5, 5), 1e3, 1.0),
     ((2, 3, 8, 8), 1e4, 1.0),
-    ((2, 5), -50.0, 0.1),          # BatchNorm1d on (N, C), N not above torch's thread count
+    ((3, 2, 2), -50.0, 0.1),       # BatchNorm1d on (N, C, L)
     ((2, 3, 4, 2, 2), 300.0, 0.1),  # BatchNorm3d
 ]
+# (With one value per channel and sample, (N, C) or (N, C, 1, 1), torch sums each thread's share
+# of the batch in float32: how close it comes depends on its thread count; see NARROW.)
 
 
 @pytest.mark.parametrize("shape, mean, spread", BATCH_NORM_INPUTS, ids=[f"{s}-{m:g}" for s, m, _ in BATCH_NORM_INPUTS])
@@ -144,9 +145,11 @@ def test_batch_norm_eval_with_large_running_mean_agrees_with_torch() -> None:
 NARROW_FACTOR = 6
 # (id, fn, make): torch accumulates these in float32 itself
 NARROW = [
-    # BatchNorm over (N, C) with N above torch's thread count: torch sums each thread's rows in float32
+    # BatchNorm over (N, C) or (N, C, 1, 1): torch sums each thread's share of the rows in float32
     ("batch-norm-1d-rows", lambda T, x: T.nn.functional.batch_norm(x, None, None, training=True),
      lambda r: _rows(r, (64, 5), -50.0, 0.1)),
+    ("batch-norm-2-values", lambda T, x: T.nn.functional.batch_norm(x, None, None, training=True),
+     lambda r: _rows(r, (2, 8, 1, 1), 10.0, 1e-3)),
     ("vector-norm-many", lambda T, x: T.linalg.vector_norm(x), lambda r: r.standard_normal(1_000_000).astype(np.float32)),
     ("vector-norm-strided", lambda T, x: T.linalg.vector_norm(x, dim=0), lambda r: r.standard_normal((100_000, 3)).astype(np.float32)),
     ("norm-rows", lambda T, x: x.norm(dim=1), lambda r: _rows(r, (3, 200_000), 1.0, 1.0)),
@@ -157,9 +160,9 @@ NARROW = [
 
 
 @pytest.mark.parametrize("fn, make", [case[1:] for case in NARROW], ids=[case[0] for case in NARROW])
-def test_float32_accumulations_are_at_least_as_accurate_as_torchs(fn: Callable, make: Callable) -> None:
+def test_float32_accumulations_are_about_as_accurate_as_torchs(fn: Callable, make: Callable) -> None:
     rng = np.random.default_rng(26)
-    results = _run(fn, make(rng), None, 2)
+    results = _run(fn, make(rng), 2)
     (ours, ours_grad), (theirs, theirs_grad), (exact, exact_grad) = results["gs"], results["torch"], results["torch64"]
     # both round their float32 statistics: which of the two errors is larger is chance (up to 4x
     # over eight seeds for GroupNorm); an unstable formula (E[x^2] - E[x]^2) would be ~1000x off
