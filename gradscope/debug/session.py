@@ -418,13 +418,14 @@ class DebugSession:
         arrays = [self.engine.to_numpy(t) for t in self.engine.tensors_in(output)]
         self._event("forward", call, None, {"output": arrays})
 
-    def _forward_value(self, tensor: Any, kind: str, filename: str, line: int) -> None:
-        """A line of the user's forward code made a non-finite tensor (from :class:`ValueWatch`)."""
+    def _forward_value(self, tensor: Any, kind: str, filename: str, line: int, node: Any) -> None:
+        """A line of the user's forward code made a non-finite tensor (from :class:`ValueWatch`);
+        ``node`` is the operation that made the first non-finite value in it."""
         if not self._active() or self.mode == "finish":
             return
         active = self.tracker.active_calls
         call = active[-1] if active else None
-        self._event("forward", call, getattr(tensor, "grad_fn", None), {"output": [self.engine.to_numpy(tensor)]},
+        self._event("forward", call, node, {"output": [self.engine.to_numpy(tensor)]},
                     value_kind=kind, line=(filename, line))
 
     # ---------------------------------------------------------------- backward hooks

@@ -20,21 +20,89 @@ HOOK_NODE = "BackwardHookFunctionBackward"
 ACCUMULATE_NODE = "torch::autograd::AccumulateGrad"
 
 
+def stack_of(frame: Any) -> list[tuple[str, int]]:
+    """``[(file, line), ...]`` of ``frame`` and its callers, outermost first (cheaper than
+    ``traceback.extract_stack``, which reads the source lines)."""
+    frames = []
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return frames[::-1]
+
+
+class NonFiniteOp:
+    """One operation whose output held NaN/Inf (see :class:`OpTrace`).
+
+    Attributes:
+        op: the operation (``"aten.log.default"``, ``"gradscope.log"``).
+        kind: ``"nan"`` or ``"inf"``.
+        frames: ``[(file, line), ...]`` of the Python stack that called it, outermost first.
+        tensor: its output.
+        grad_fn: the autograd node of that output, or None (on PyTorch the node is attached after
+            the operation returns: it is read at the next operation or when the trace ends).
+    """
+
+    __slots__ = ("op", "kind", "frames", "tensor", "grad_fn")
+
+    def __init__(self, op: str, kind: str, frames: list[tuple[str, int]], tensor: Any, grad_fn: Any = None) -> None:
+        self.op, self.kind, self.frames, self.tensor, self.grad_fn = op, kind, frames, tensor, grad_fn
+
+    @property
+    def node(self) -> str | None:
+        """The name of :attr:`grad_fn` (``"LogBackward0"``), or None."""
+        return self.grad_fn.name() if self.grad_fn is not None else None
+
+
 class OpTrace:
-    """What :meth:`Engine.trace_nonfinite_ops` found.
+    """What :meth:`Engine.trace_nonfinite_ops` found: every operation whose output held NaN/Inf,
+    in the order they ran (:attr:`outputs`), the first one's fields at the top level.
 
     Attributes:
         op: the first operation whose output held NaN/Inf (``"aten.log.default"``), or None.
         kind: ``"nan"`` or ``"inf"``.
         node: the autograd node of that output (``"LogBackward0"``), when it has one.
         frames: ``[(file, line), ...]`` of the Python stack that called it, outermost first.
+        tensor: that output.
+        outputs: one :class:`NonFiniteOp` per non-finite output.
     """
 
     def __init__(self) -> None:
-        self.op: str | None = None
-        self.kind: str | None = None
-        self.node: str | None = None
-        self.frames: list[tuple[str, int]] = []
+        self.outputs: list[NonFiniteOp] = []
+
+    def _first(self, name: str) -> Any:
+        return getattr(self.outputs[0], name) if self.outputs else None
+
+    op = property(lambda self: self._first("op"))
+    kind = property(lambda self: self._first("kind"))
+    node = property(lambda self: self._first("node"))
+    tensor = property(lambda self: self._first("tensor"))
+    frames = property(lambda self: self._first("frames") or [])
+
+    def origin(self, tensor: Any) -> NonFiniteOp | None:
+        """The operation that made the first NaN/Inf that ``tensor`` holds: the earliest recorded
+        operation reached from ``tensor``'s node through nodes whose outputs were all non-finite
+        (the identity nodes of module backward hooks pass through). An operation whose NaN was
+        masked (``where(x > 0, log(x), 0)``) is not reached. None when ``tensor`` was not made
+        by a recorded operation."""
+        recorded: dict[int, int] = {}
+        for index, output in enumerate(self.outputs):
+            if output.grad_fn is not None:
+                recorded.setdefault(id(output.grad_fn), index)
+        first = None
+        stack = [getattr(tensor, "grad_fn", None)]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            index = recorded.get(id(node))
+            if index is None and node.name() != HOOK_NODE:
+                continue
+            if index is not None and (first is None or index < first):
+                first = index
+            stack.extend(child for child, _ in node.next_functions)
+        return self.outputs[first] if first is not None else None
 
 
 class Engine:
@@ -109,8 +177,8 @@ class Engine:
 
     def trace_nonfinite_ops(self) -> contextlib.AbstractContextManager:
         """A context that watches every operation's output and yields an :class:`OpTrace` naming
-        the first operation whose output holds NaN/Inf, or yields None when the engine cannot
-        (gradscope's engine: the model file's lines are traced instead)."""
+        the first operation whose output holds NaN/Inf, or yields None when the engine cannot.
+        Slow: for the re-run of a step that already went wrong."""
         return contextlib.nullcontext()
 
     # ------------------------------------------------------------------ graph nodes

@@ -4,18 +4,80 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
+import sys
 import weakref
+from types import FrameType
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.base import Engine, GradientNormTaps, nonfinite_entries, squared_norm, squared_norms_of_arrays
+from gradscope.engines.base import (Engine, GradientNormTaps, NonFiniteOp, OpTrace, nonfinite_entries, squared_norm,
+                                    squared_norms_of_arrays, stack_of)
 from gradscope.nn.modules import module as module_hooks
 from gradscope.nn.modules.module import Module
 from gradscope.optim import optimizer as optimizer_hooks
 from gradscope.ops import creation
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where gradscope's operations live (the PyTorch mirror below the modules): a tensor returned by a
+# function of these files is an operation's output. (Not nn/modules: a module's attribute lookup
+# returns its parameters, which no operation made.)
+_OP_SOURCES = tuple(os.path.join(_PACKAGE_DIR, *part) for part in (
+    ("ops", ""), ("autograd", ""), ("nn", "functional.py"), ("_api.py",), ("linalg.py",), ("special.py",)))
+_RESULT_SOURCE = os.path.join(_PACKAGE_DIR, "autograd", "function.py")
+# Operations whose output is uninitialised memory: a NaN there means nothing.
+_UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided"})
+
+
+class _NonFiniteOps:
+    """Checks the tensors returned by gradscope's operations (``sys.setprofile``: every Python
+    function's return is seen, those of the operations' files are checked) and records each that
+    holds NaN/Inf, with the stack that called it. Each tensor is checked once."""
+
+    def __init__(self, engine: "NativeEngine", trace: OpTrace) -> None:
+        self.engine = engine
+        self.trace = trace
+        self._is_op: dict = {}
+        self._checked: dict[int, Any] = {}
+        self._previous: Any = None
+
+    def __enter__(self) -> OpTrace:
+        self._previous = sys.getprofile()
+        sys.setprofile(self._returned)
+        return self.trace
+
+    def __exit__(self, *exc_info: Any) -> None:
+        sys.setprofile(self._previous)
+        self._checked.clear()
+
+    def _returned(self, frame: FrameType, event: str, value: Any) -> None:
+        if event != "return" or value is None:
+            return
+        code = frame.f_code
+        is_op = self._is_op.get(code)
+        if is_op is None:
+            is_op = self._is_op[code] = code.co_filename.startswith(_OP_SOURCES) and code.co_name not in _UNINITIALISED
+        if not is_op:
+            return
+        for tensor in self.engine.tensors_in(value):
+            if self._checked.get(id(tensor)) is tensor:
+                continue
+            self._checked[id(tensor)] = tensor
+            kind = self.engine.nonfinite_kind(tensor)
+            if kind is not None:
+                self._record(frame, tensor, kind)
+                return
+
+    def _record(self, frame: FrameType, tensor: Tensor, kind: str) -> None:
+        op_frame = frame
+        while op_frame.f_back is not None and op_frame.f_code.co_filename == _RESULT_SOURCE:
+            op_frame = op_frame.f_back  # (result() wraps the output of the operation that called it)
+        self.trace.outputs.append(NonFiniteOp(f"gradscope.{op_frame.f_code.co_name}", kind, stack_of(frame), tensor,
+                                              tensor.grad_fn))
 
 
 class NativeEngine(Engine):
@@ -46,6 +108,11 @@ class NativeEngine(Engine):
 
     def record_creation_traces(self) -> contextlib.AbstractContextManager:
         return anomaly.set_detect_anomaly(True, check_nan=False, check_inf=False)
+
+    @contextlib.contextmanager
+    def trace_nonfinite_ops(self) -> Any:
+        with _NonFiniteOps(self, OpTrace()) as trace:
+            yield trace
 
     def node_trace(self, node: Any) -> list[tuple[str, int]]:
         return [(frame.filename, frame.lineno) for frame in getattr(node, "_trace", None) or ()]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import traceback
+import sys
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 
 from gradscope.engines import torch_private as private
-from gradscope.engines.base import Engine, OpTrace
+from gradscope.engines.base import Engine, NonFiniteOp, OpTrace, stack_of
 from gradscope.engines.torch_private import TorchDispatchMode, tree_leaves
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -29,36 +29,35 @@ _UNINITIALISED = ("aten.empty", "aten.new_empty", "aten.empty_strided", "aten.em
 
 
 class _NonFiniteOps(TorchDispatchMode):
-    """Checks the output of every operation below autograd; remembers the first non-finite one."""
+    """Checks the output of every operation below autograd; records each non-finite one."""
 
     def __init__(self, trace: OpTrace) -> None:
         super().__init__()
         self.trace = trace
-        self._tensor: Any = None
+        self._pending: list = []  # records whose node autograd attaches after the operation returns
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        if self._tensor is not None:  # the previous operation is now recorded by autograd
-            self._read_node()
+        if self._pending:  # the previous operation is now recorded by autograd
+            self._read_nodes()
         out = func(*args, **(kwargs or {}))
-        if self.trace.op is None and not str(func).startswith(_UNINITIALISED):
+        if not str(func).startswith(_UNINITIALISED):
             for tensor in tree_leaves(out):
                 if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.numel() \
                         and not bool(torch.isfinite(tensor).all()):
-                    self.trace.op = str(func)
-                    self.trace.kind = "nan" if bool(torch.isnan(tensor).any()) else "inf"
-                    self.trace.frames = [(frame.filename, frame.lineno) for frame in traceback.extract_stack()[:-1]]
-                    self._tensor = tensor
+                    kind = "nan" if bool(torch.isnan(tensor).any()) else "inf"
+                    record = NonFiniteOp(str(func), kind, stack_of(sys._getframe(1)), tensor)
+                    self.trace.outputs.append(record)
+                    self._pending.append(record)
                     break
         return out
 
-    def _read_node(self) -> None:
-        node = self._tensor.grad_fn
-        self.trace.node = node.name() if node is not None else None
-        self._tensor = None
+    def _read_nodes(self) -> None:
+        for record in self._pending:
+            record.grad_fn = record.tensor.grad_fn
+        self._pending.clear()
 
     def __exit__(self, *exc_info: Any) -> Any:
-        if self._tensor is not None:
-            self._read_node()
+        self._read_nodes()
         return super().__exit__(*exc_info)
 
 

@@ -332,9 +332,12 @@ class ForwardNonFiniteTracer(_HookOwner):
     code in those files are traced as well (``sys.settrace``, only during this expensive re-run), so
     the exact line whose result first holds a non-finite tensor is known.
 
-    Where the engine can (PyTorch) and ``trace_ops`` is on, every operation's output is checked as
-    well (``engine.trace_nonfinite_ops``): :attr:`ops` then names the first operation that produced
-    NaN/Inf, its autograd node and the stack that called it, also outside the model file.
+    When ``trace_ops`` is on, every operation's output is checked as well
+    (``engine.trace_nonfinite_ops``): :attr:`ops` then holds every operation that produced NaN/Inf,
+    its autograd node and the stack that called it, also outside the model file. :attr:`node` and
+    :attr:`source_node` name the operation that made the first NaN/Inf of the tensor a module
+    returned or a line left behind (``LogBackward0`` for ``log(x).mean()`` on one line, not
+    ``MeanBackward0``), and :attr:`op` is that operation.
 
     Args:
         model: the model observed.
@@ -353,8 +356,11 @@ class ForwardNonFiniteTracer(_HookOwner):
 
     Attributes:
         module: dotted path of the originating module, or None.
-        node: the autograd node of the first non-finite tensor (``"LogBackward0"``), if any.
-        ops: the first non-finite operation (an ``OpTrace``), or None when the engine cannot tell.
+        node: the autograd node of the operation that made the originating module's non-finite
+            output (``"LogBackward0"``), else of that output, if any.
+        ops: the non-finite operations (an ``OpTrace``), or None when the engine cannot tell.
+        op: the operation (a ``NonFiniteOp`` of ``ops``) that made the first NaN/Inf of the tensor
+            reported (:attr:`node`, else :attr:`source_node`), or None.
         kind: ``"nan"`` or ``"inf"``.
         parameter: the first of the originating module's own parameters that is already non-finite
             (its dotted path), or None; ``parameter_kind`` is its kind.
@@ -383,7 +389,9 @@ class ForwardNonFiniteTracer(_HookOwner):
         self.parameter_kind: str | None = None
         self.propagated: list[str] = []
         self.ops: OpTrace | None = None
+        self.op: OpTrace | None = None
         self._ops_context: Any = None
+        self._found_tensors: list = []  # [(attribute, tensor)]: the tensors node and source_node name
         self._kinds = NonFiniteKinds(self.engine)
         self._arguments: dict[int, Any] = {}
         self._lines = LineTracer(follow, self._attribute, self._entered) if follow is not None else None
@@ -407,7 +415,19 @@ class ForwardNonFiniteTracer(_HookOwner):
         if self._ops_context is not None:
             context, self._ops_context = self._ops_context, None
             context.__exit__(None, None, None)
+            self._name_operations()
         super().close()
+
+    def _name_operations(self) -> None:
+        """Name the operation that made the first NaN/Inf instead of the later operation whose
+        output was found (on the same line, or as the module's output), when one led to the other."""
+        if self.ops is not None:
+            for attribute, tensor in self._found_tensors:
+                origin = self.ops.origin(tensor)
+                if origin is not None and origin.node is not None:
+                    setattr(self, attribute, origin.node)
+                    self.op = self.op or origin
+        self._found_tensors.clear()
 
     def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
         out_kind, tensor = self._kinds.first(output)
@@ -423,6 +443,7 @@ class ForwardNonFiniteTracer(_HookOwner):
             self.module = name
             self.kind = out_kind
             self.node = self.engine.node_name(tensor)
+            self._found_tensors.append(("node", tensor))
             if bad_parameter is not None:
                 self.parameter = join_path(name or "", bad_parameter[0])
                 self.parameter_kind = bad_parameter[1]
@@ -446,6 +467,7 @@ class ForwardNonFiniteTracer(_HookOwner):
                 self.source = (filename, line)
                 self.source_node = self.engine.node_name(tensor)
                 self.source_kind = kind
+                self._found_tensors.append(("source_node", tensor))
                 return
 
 

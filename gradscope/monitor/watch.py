@@ -324,13 +324,13 @@ def replay(workload: Workload, bundle: str | Path) -> WatchReport:
 
 def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: int,
                     loss_value: float) -> NonFiniteOrigin:
-    ops = tracer.ops if tracer.ops is not None and tracer.ops.op is not None else None
-    source = _source_from_trace(workload, ops.frames) if ops is not None else None
+    op = tracer.op  # the operation that made the first non-finite value, when the one reported came from it
+    source = _source_from_trace(workload, op.frames) if op is not None else None
     if source is None and tracer.source is not None:
         source = relative_source(*tracer.source)
     if tracer.module_found:
         kind = tracer.kind or "nan"
-        node = (ops.node if ops is not None else None) or tracer.node or tracer.source_node
+        node = tracer.node or tracer.source_node
         detail = f"{module_words(tracer.module)} turned finite inputs into {kind}"
         if tracer.parameter_nonfinite:
             detail += " (one of its own parameters is already non-finite)"
@@ -339,9 +339,8 @@ def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: in
         return NonFiniteOrigin(step=step, phase="forward", module=tracer.module, node=node, source=source,
                                kind=kind, propagated=tuple(tracer.propagated), detail=detail)
     kind = "nan" if math.isnan(loss_value) else "inf"
-    node = (ops.node if ops is not None else None) or tracer.source_node
-    return NonFiniteOrigin(step=step, phase="forward", module=None, node=node, source=source,
-                           kind=tracer.source_kind or (ops.kind if ops is not None else None) or kind,
+    return NonFiniteOrigin(step=step, phase="forward", module=None, node=tracer.source_node, source=source,
+                           kind=tracer.source_kind or (op.kind if op is not None else None) or kind,
                            detail=f"the model's outputs are finite; the loss computation produced {kind}")
 
 

@@ -53,6 +53,39 @@ def select_or_zero(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
     return (values.view(unsigned) & keep).view(values.dtype)
 
 
+def wide_sum(a: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
+    """The sum of a float array accumulated in float64 (complex128 for complex), left wide: the
+    accumulator torch's CPU kernels use for float32 (BatchNorm statistics, var/std). numpy's
+    float32 sum is pairwise only along a contiguous axis; along a strided one it adds in order,
+    in float32. Other dtypes are summed as numpy sums them."""
+    kind = a.dtype.kind
+    wide = F64 if kind == "f" else np.dtype(np.complex128) if kind == "c" else None
+    return np.asarray(np.add.reduce(a, axis=axis, dtype=wide, keepdims=keepdims))
+
+
+def accurate_mean(a: np.ndarray, axis: Any = None, keepdims: bool = False) -> np.ndarray:
+    """torch's CPU ``mean`` of a float array: the sum, accumulated wide and rounded to ``a``'s
+    dtype, divided by the count in that dtype."""
+    count = a.size if axis is None else int(np.prod([a.shape[i] for i in
+                                                      (axis if isinstance(axis, tuple) else (axis,))]))
+    if a.dtype.itemsize < 4:  # float16: as torch, divide in float32 (the count may not fit)
+        return np.asarray(wide_sum(a, axis, keepdims) / count).astype(a.dtype)
+    total = wide_sum(a, axis, keepdims).astype(a.dtype, copy=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(total / np.asarray(count, dtype=a.dtype))
+
+
+def fused_multiply_add(x: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``x * scale + shift`` rounded once, as a fused multiply-add gives it (torch's vectorised
+    CPU loops compile ``a * b + c`` to one): for float32 and narrower, the product is exact in
+    float64. float64 is computed in two roundings."""
+    if x.dtype.kind != "f" or x.dtype.itemsize > 4:
+        return x * scale + shift
+    wide = np.multiply(x, scale, dtype=F64)
+    wide += shift
+    return wide.astype(x.dtype)
+
+
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum ``grad`` over the axes that broadcasting added or stretched, to give ``shape``."""
     if grad.shape == shape:

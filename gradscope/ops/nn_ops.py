@@ -15,7 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import float_input, select_or_zero, unbroadcast
+from gradscope.ops._util import F64, float_input, fused_multiply_add, select_or_zero, unbroadcast, wide_sum
 from gradscope.ops.pointwise import _sigmoid_array, erf_array
 
 # ====================================================================== helpers
@@ -812,33 +812,48 @@ def index_pad(input: Tensor, pad: Sequence[int], mode: str) -> Tensor:
 
 # ====================================================================== normalisation
 class NativeBatchNormBackward0(Node):
-    """Edges (input, weight, bias). Saved: the normalised input and 1/std per channel."""
+    """Edges (input, weight, bias). Saved: the input and the weight; ``mean`` and ``invstd`` per
+    channel (the batch's in training, from the running statistics in evaluation).
 
-    __slots__ = ("axes", "invstd", "training", "count")
+    As torch's CPU kernel: the per-channel sums ``sum(dy)`` and ``sum((x - mean) * dy)`` are
+    accumulated in float64, then ``dx = (dy - sum(dy) / n - (x - mean) * k) * invstd * w`` with
+    ``k = sum((x - mean) * dy) * invstd**2 / n`` in the input's dtype."""
+
+    __slots__ = ("axes", "mean", "invstd", "training", "count")
     _single_input = False
 
     def backward(self, g):
         (node_x, _), (node_w, _), (node_b, _) = self._next
-        xhat, w = self.saved()
-        axes = self.axes
+        x, w = self.saved()
         shape = (1, -1) + (1,) * (g.ndim - 2)
-        gb = g.sum(axis=axes)
-        gw = (g * xhat).sum(axis=axes) if (node_w is not None or (node_x is not None and self.training)) else None
+        centred = x - self.mean.reshape(shape)
+        dtype = x.dtype
+        grad_sum = wide_sum(g, self.axes)
+        need_dot = node_w is not None or (node_x is not None and self.training)
+        dot = wide_sum(centred * g, self.axes) if need_dot else None
         gx = None
         if node_x is not None:
             scale = self.invstd if w is None else self.invstd * w
             if self.training:
-                centred = g - gb.reshape(shape) / self.count - xhat * (gw.reshape(shape) / self.count)
-                gx = centred * scale.reshape(shape)
+                k = dot.astype(dtype) * self.invstd * self.invstd / np.asarray(self.count, dtype)
+                grad_mean = (grad_sum / self.count).astype(dtype)
+                gx = (g - grad_mean.reshape(shape) - centred * k.reshape(shape)) * scale.reshape(shape)
             else:
                 gx = g * scale.reshape(shape)
-        return gx, (gw if node_w is not None else None), (gb if node_b is not None else None)
+        gw = (dot * self.invstd).astype(dtype) if node_w is not None else None
+        gb = grad_sum.astype(dtype) if node_b is not None else None
+        return gx, gw, gb
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Batch normalisation over all dims but the channel dim 1; updates running stats in training."""
+    """Batch normalisation over all dims but the channel dim 1; updates running stats in training.
+
+    Computed as torch's CPU kernel computes it: the per-channel mean and sum of squared deviations
+    are accumulated in float64 and rounded to the input's dtype, then ``x * alpha + beta`` (the
+    fused multiply-add torch's vectorised loop compiles to, to within an ulp of the output) with
+    ``alpha = invstd * weight`` and ``beta = bias - mean * alpha`` per channel."""
     x = float_input(input)
     if x.ndim < 2:
         raise ValueError(f"Expected 2D or more input (got {x.ndim}D input)")
@@ -847,35 +862,41 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     channels = x.shape[1]
     shape = (1, channels) + (1,) * (x.ndim - 2)
     count = x.size // channels if channels else 0
+    dtype = x.dtype
     if training:
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"gradscope.Size({list(x.shape)})")
-        mean = x.mean(axis=axes)
-        centered = x - mean.reshape(shape)
-        var = (centered * centered).mean(axis=axes)
-        invstd = 1.0 / np.sqrt(var + eps)
-        xhat = centered * invstd.reshape(shape)
+        mean = (wide_sum(x, axes) / count).astype(dtype)
+        centred = x - mean.reshape(shape)
+        var_sum = wide_sum(centred * centred, axes).astype(dtype).astype(F64)
+        invstd = (1.0 / np.sqrt(var_sum / count + eps)).astype(dtype)
         if running_mean is not None:
             rm = running_mean._data
-            rm[...] = (1.0 - momentum) * rm + momentum * mean
+            rm[...] = momentum * mean.astype(F64) + (1.0 - momentum) * rm
             running_mean._bump_version()
         if running_var is not None:
             rv = running_var._data
-            rv[...] = (1.0 - momentum) * rv + momentum * var * (count / (count - 1))
+            rv[...] = momentum * var_sum / (count - 1) + (1.0 - momentum) * rv
             running_var._bump_version()
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean must be defined in evaluation mode")
-        invstd = (1.0 / np.sqrt(running_var._data + eps)).astype(x.dtype)
-        xhat = (x - running_mean._data.reshape(shape).astype(x.dtype)) * invstd.reshape(shape)
-    out = xhat * weight._data.reshape(shape) if weight is not None else xhat.copy()
-    if bias is not None:
-        out += bias._data.reshape(shape)
+        mean = running_mean._data.astype(dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            invstd = (1 / np.sqrt(running_var._data.astype(dtype) + np.asarray(eps, dtype))).astype(dtype)
+    alpha = invstd * weight._data if weight is not None else invstd
+    beta = fused_multiply_add(-mean, alpha, np.zeros((), dtype) if bias is None else bias._data)
+    # x * alpha + beta, fused, is (x - mean) * alpha + (mean * alpha + beta): the second form in
+    # the input's dtype keeps beta's rounding (far from 0 when mean * alpha is large), as torch
+    # does, without a float64 copy of x; it differs from the fused result by an ulp of the output
+    offset = (mean.astype(F64) * alpha + beta).astype(dtype)
+    out = (x - mean.reshape(shape)) * alpha.reshape(shape)
+    out += offset.reshape(shape)
     node = new_node(NativeBatchNormBackward0, (input, weight, bias))
     if node is not None:
-        node.axes, node.invstd, node.training, node.count = axes, invstd, training, count
-        node.save(Tensor._make(xhat), weight)
+        node.axes, node.mean, node.invstd, node.training, node.count = axes, mean, invstd, training, count
+        node.save(input, weight)
     return result(out, node)
 
 

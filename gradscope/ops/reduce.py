@@ -11,7 +11,7 @@ from gradscope.autograd import dtypes
 from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import float_input, normalize_dim
+from gradscope.ops._util import F64, accurate_mean, float_input, normalize_dim, wide_sum
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
@@ -55,7 +55,11 @@ def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = N
     np_dtype = dtypes.to_numpy_dtype(dtype) if dtype is not None else None
     if np_dtype is None and data.dtype.kind in "biu":
         np_dtype = np.dtype(np.int64)
-    out = np.asarray(data.sum(axis=axes, keepdims=keepdim if axes is not None else False, dtype=np_dtype))
+    kd = keepdim if axes is not None else False
+    if np_dtype is None and data.dtype.kind in "fc":  # accumulated wide, rounded once (torch's cascade sum)
+        out = wide_sum(data, axes, kd).astype(data.dtype, copy=False)
+    else:
+        out = np.asarray(data.sum(axis=axes, keepdims=kd, dtype=np_dtype))
     node = new_node(SumBackward0 if dim is None else SumBackward1, (input,))
     if node is not None:
         node.shape, node.axes, node.keepdim = data.shape, axes, keepdim
@@ -90,8 +94,7 @@ def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = 
     if dtype is not None:
         data = data.astype(dtypes.to_numpy_dtype(dtype))
     axes = _axes(dim, data.ndim)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.asarray(data.mean(axis=axes, keepdims=keepdim if axes is not None else False))
+    out = accurate_mean(data, axes, keepdim if axes is not None else False)
     node = new_node(MeanBackward0 if dim is None else MeanBackward1, (input,))
     if node is not None:
         node.shape, node.axes, node.keepdim = data.shape, axes, keepdim
@@ -104,10 +107,16 @@ class VarBackward0(Node):
 
     def backward(self, g):
         (x,) = self.saved()
-        n = _count(x.shape, self.axes)
-        centered = x - x.mean(axis=self.axes, keepdims=True)
-        g = _expand(g, x.shape, self.axes, self.keepdim)
-        return (2.0 / _builtins.max(n - self.ddof, 0)) * g * centered if n - self.ddof > 0 else g * np.nan
+        return _var_backward(g, x, self.axes, self.keepdim, self.ddof)
+
+
+def _var_backward(g: np.ndarray, x: np.ndarray, axes: tuple | None, keepdim: bool, ddof: float) -> np.ndarray:
+    """torch's ``var_backward``: ``2 / (n - ddof) * g * (x - mean(x))``, in ``x``'s dtype."""
+    n = _count(x.shape, axes)
+    g = _expand(g, x.shape, axes, keepdim)
+    if n - ddof <= 0:
+        return g * np.nan
+    return (2.0 / (n - ddof)) * g * (x - accurate_mean(x, axes, keepdims=True))
 
 
 class StdBackward0(Node):
@@ -116,12 +125,9 @@ class StdBackward0(Node):
 
     def backward(self, g):
         x, std = self.saved()
-        n = _count(x.shape, self.axes)
-        centered = x - x.mean(axis=self.axes, keepdims=True)
-        g = _expand(g, x.shape, self.axes, self.keepdim)
-        s = _expand(std, x.shape, self.axes, self.keepdim)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return g * centered / (s * _builtins.max(n - self.ddof, 0))
+        with np.errstate(divide="ignore", invalid="ignore"):  # torch: no gradient where std is 0
+            grad_var = np.where(std == 0, np.zeros((), g.dtype), g / (std * 2))
+        return _var_backward(grad_var, x, self.axes, self.keepdim, self.ddof)
 
 
 def _ddof(unbiased: Any, correction: Any) -> float:
@@ -141,26 +147,32 @@ def _spread_args(input: Tensor, dim: Any, unbiased: Any, correction: Any) -> tup
     return data, _axes(dim, data.ndim), _ddof(unbiased, correction)
 
 
+def _wide_var(data: np.ndarray, axes: tuple | None, ddof: float, keepdim: bool) -> np.ndarray:
+    """The variance computed in float64 (complex128) from the input's values, as torch's CPU
+    kernel accumulates float32 (Welford's algorithm in double)."""
+    wide = data.astype(np.complex128 if data.dtype.kind == "c" else F64, copy=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(wide.var(axis=axes, ddof=ddof, keepdims=keepdim if axes is not None else False))
+
+
 def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Variance with Bessel's correction by default (``unbiased``/``correction`` as PyTorch)."""
     data, axes, ddof = _spread_args(input, dim, unbiased, correction)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.asarray(data.var(axis=axes, ddof=ddof, keepdims=keepdim if axes is not None else False))
+    out = _wide_var(data, axes, ddof, keepdim).astype(data.real.dtype, copy=False)
     node = new_node(VarBackward0, (input,))
     if node is not None:
         node.axes, node.keepdim, node.ddof = axes, keepdim, ddof
         node.save(input)
-    return result(out.astype(data.dtype, copy=False), node)
+    return result(out, node)
 
 
 def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Standard deviation (see ``var``)."""
     data, axes, ddof = _spread_args(input, dim, unbiased, correction)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.asarray(data.std(axis=axes, ddof=ddof, keepdims=keepdim if axes is not None else False))
-    out = out.astype(data.dtype, copy=False)
+    with np.errstate(invalid="ignore"):
+        out = np.sqrt(_wide_var(data, axes, ddof, keepdim)).astype(data.real.dtype, copy=False)
     node = new_node(StdBackward0, (input,))
     if node is not None:
         node.axes, node.keepdim, node.ddof = axes, keepdim, ddof
