@@ -17,10 +17,26 @@ from gradscope.ops._util import operand, unbroadcast
 _LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
 
 
-def check_inplace(target: Tensor, other: Tensor | None = None) -> bool:
-    """Validate an in-place write into ``target``; True when it must be recorded in the graph."""
+_OVERLAP_MESSAGE = ("unsupported operation: more than one element of the written-to tensor refers to a single "
+                    "memory location. Please clone() the tensor before performing the operation.")
+
+
+def check_no_internal_overlap(written: np.ndarray) -> None:
+    """PyTorch refuses a write into an array of which several elements share one memory
+    location (a dimension of size > 1 with stride 0, as ``expand`` makes): the result would
+    depend on the order of the writes."""
+    if 0 in written.strides and any(stride == 0 and size > 1 for stride, size in zip(written.strides, written.shape)):
+        raise RuntimeError(_OVERLAP_MESSAGE)
+
+
+def check_inplace(target: Tensor, other: Tensor | None = None, written: np.ndarray | None = None,
+                  overlap: bool = True) -> bool:
+    """Validate an in-place write into ``target`` (into its part ``written``, when only a part
+    is written; ``overlap=False``: no overlap check); True when it must be recorded in the graph."""
     if target._inplace_error is not None:
         raise RuntimeError(target._inplace_error)
+    if overlap:
+        check_no_internal_overlap(target._data if written is None else written)
     if not grad_mode._state.enabled:
         return False
     involved = target.requires_grad or (other is not None and other.requires_grad)
@@ -37,12 +53,13 @@ def check_inplace(target: Tensor, other: Tensor | None = None) -> bool:
     return True
 
 
-def _apply(target: Tensor, other: Any, compute: Callable[[Tensor], Tensor], fast: Callable[[], None]) -> Tensor:
+def _apply(target: Tensor, other: Any, compute: Callable[[Tensor], Tensor], fast: Callable[[], None],
+           overlap: bool = True) -> Tensor:
     """Run an in-place op: ``fast()`` mutates the array when no graph is needed; otherwise
     ``compute(original)`` builds the out-of-place result from a snapshot of the old value
     (so the new node's saved tensors are not overwritten) and ``target`` takes its history."""
     other_t = other if isinstance(other, Tensor) else None
-    if not check_inplace(target, other_t):
+    if not check_inplace(target, other_t, overlap=overlap):
         try:
             fast()
         except ValueError as error:  # numpy could not broadcast into the target: PyTorch's words
@@ -206,8 +223,9 @@ def resize_as_(self: Tensor, the_template: Tensor, memory_format: Any = None) ->
 
 def fill_(self: Tensor, value: Any) -> Tensor:
     v = value.item() if isinstance(value, Tensor) else value
+    # (one value everywhere: PyTorch fills an expanded tensor too, whatever the order of the writes)
     return _apply(self, None, lambda o: _overwrite(o, np.full(self._data.shape, v)),
-                  lambda: self._data.fill(v))
+                  lambda: self._data.fill(v), overlap=False)
 
 
 def zero_(self: Tensor) -> Tensor:

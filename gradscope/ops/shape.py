@@ -1,6 +1,7 @@
 """Shape ops (views), indexing, concatenation and splitting, copies and dtype conversion."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -237,10 +238,17 @@ def expand(input: Tensor, *sizes: Any) -> Tensor:
                            f"to the number of dimensions in the tensor ({data.ndim})")
     target = tuple(data.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     try:
-        out = np.broadcast_to(data, target)
+        np.broadcast_shapes(data.shape, target)
+        if any(size < 0 for size in target) or np.broadcast_shapes(data.shape, target) != target:
+            raise ValueError
     except ValueError:
         raise RuntimeError(f"The expanded size of the tensor ({list(target)}) must match the existing size "
                            f"({list(data.shape)}) at non-singleton dimensions") from None
+    # A writable view, as PyTorch's: a write into a part without repeated elements is allowed,
+    # one into repeated elements is refused by the in-place ops (check_no_internal_overlap).
+    strides = (0,) * lead + tuple(0 if size == 1 and want != 1 else stride
+                                  for size, stride, want in zip(data.shape, data.strides, target[lead:]))
+    out = np.lib.stride_tricks.as_strided(data, target, strides, writeable=data.flags.writeable)
     node = new_node(ExpandBackward0, (input,))
     if node is not None:
         node.shape = data.shape
@@ -458,7 +466,20 @@ def setitem(input: Tensor, index: Any, value: Any) -> None:
     np_index, _ = _convert_index(index)
     value_t = value if isinstance(value, Tensor) else None
     value_data = value._data if value_t is not None else value
-    needs_graph = check_inplace(input, value_t)
+    region, overlap = None, True
+    if 0 in input._data.strides:  # an expanded tensor: what must not overlap is the part written
+        parts = np_index if isinstance(np_index, tuple) else (np_index,)
+        try:  # (with a trailing ..., integer indices give a 0-d view rather than a scalar copy)
+            region = input._data[parts if any(p is Ellipsis for p in parts) else (*parts, Ellipsis)]
+        except (IndexError, TypeError, ValueError):
+            region = None
+        if region is not None and not np.shares_memory(region, input._data):
+            # advanced indexing (index_put_): PyTorch writes, with a deprecation warning
+            warnings.warn("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before "
+                          "performing this operation. This also applies to advanced indexing e.g. "
+                          "tensor[indices] = tensor", UserWarning, stacklevel=2)
+            region, overlap = None, False
+    needs_graph = check_inplace(input, value_t, region, overlap)
     if not needs_graph:
         input._data[np_index] = value_data
         input._bump_version()
