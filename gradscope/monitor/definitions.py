@@ -83,11 +83,24 @@ def attribute_definition(cls: type, attribute: str) -> Location | None:
     return None
 
 
-def _class_node(cls: type) -> tuple[str, ast.ClassDef] | None:
+def _source_file(cls: type) -> str | None:
+    """The file that defines ``cls``. inspect finds it through ``sys.modules[cls.__module__]``,
+    which a model file's helper module leaves once loading is done (see ``ImportScope``); the code
+    of the class's own functions names the file too."""
     try:
-        file = inspect.getsourcefile(cls)
+        return inspect.getsourcefile(cls)
     except (TypeError, OSError):
-        return None
+        pass
+    for value in vars(cls).values():
+        function = getattr(value, "__func__", value)
+        code = getattr(function, "__code__", None)
+        if code is not None and getattr(function, "__qualname__", "").startswith(cls.__qualname__ + "."):
+            return code.co_filename
+    return None
+
+
+def _class_node(cls: type) -> tuple[str, ast.ClassDef] | None:
+    file = _source_file(cls)
     if file is None or not is_user_file(file):
         return None
     classes = [node for node in ast.walk(_tree(file) or ast.Module(body=[], type_ignores=[]))
@@ -95,7 +108,7 @@ def _class_node(cls: type) -> tuple[str, ast.ClassDef] | None:
     if len(classes) > 1:
         try:
             start = inspect.getsourcelines(cls)[1]
-        except (TypeError, OSError):
+        except (TypeError, OSError, IndexError):
             start = None
         classes = [node for node in classes if start in (node.lineno, *(d.lineno for d in node.decorator_list))] \
             or classes
