@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 @option("clip", "Clip the gradients to this value before each optimizer step.")
 @option("mode", "How --clip clips: norm (total 2-norm of the optimizer's gradients) or value (each element).",
         default="norm", flag="--clip-mode")
+@option("on_nonfinite", "What a watched non-finite loss or gradient does: stop the script, or skip that "
+                        "optimizer step (weights and optimizer state unchanged) and go on. skip without "
+                        "--nan/--inf watches both.", default="stop")
+@option("max_skips", "With --on-nonfinite skip: stop after this many consecutive skipped steps.", default=10)
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
@@ -36,8 +40,10 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     The script's output passes through; gradscope's summary (gradient norm per layer over the
     run) goes to stderr. With --nan/--inf the script is stopped at the first non-finite value
     and gradscope reports where it started: step, phase, module, autograd node and source
-    line. Options go before SCRIPT. Exit codes: the script's own when nothing was found, 1
-    when a non-finite value appeared, 3 when the script raised, 130 on Ctrl-C, 143 on SIGTERM.
+    line. With --on-nonfinite skip, such a step is skipped instead and the script goes on.
+    Options go before SCRIPT. Exit codes: the script's own when nothing was found, 1 when a
+    non-finite value appeared (steps skipped included), 3 when the script raised, 130 on
+    Ctrl-C, 143 on SIGTERM.
 
     \b
     Examples:
@@ -45,6 +51,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run --nan --inf --log steps.jsonl train.py --lr 0.1
       gradscope run --format json --clip 1.0 train.py > run.json
       gradscope run --nproc 2 --nan train_ddp.py
+      gradscope run --on-nonfinite skip --max-skips 5 train.py
     """
     from gradscope.cli.startup import start
     from gradscope.cli.common import LogWriter
@@ -52,7 +59,11 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
 
     started = start(ctx, model=False)
     started.protect(script, "the script")
-    options = RunOptions(nan=started["nan"], inf=started["inf"], clip=started["clip"], clip_mode=started["mode"])
+    skip = started["on_nonfinite"] == "skip"
+    watch_both = skip and not (started["nan"] or started["inf"])
+    options = RunOptions(nan=started["nan"] or watch_both, inf=started["inf"] or watch_both, clip=started["clip"],
+                         clip_mode=started["mode"], on_nonfinite=started["on_nonfinite"],
+                         max_skips=started["max_skips"])
     if options.clip == 0:
         started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
                           "every gradient), got 0", ExitCode.USAGE)

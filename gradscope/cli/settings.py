@@ -240,6 +240,8 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("engine", Choice(("gradscope", "torch"))),
     Setting("layers", TextList()),
     Setting("nproc", Integer(minimum=1, limit=MAX_PROCESSES), config=False),
+    Setting("on_nonfinite", Choice(("stop", "skip"))),
+    Setting("max_skips", Integer(minimum=1, limit=MAX_STEPS)),
 )}
 
 

@@ -26,6 +26,8 @@ from typing import Any, Callable
 from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
+from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OVERFLOW, StepGuard, clear_gradients, \
+    skip_notes
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import join_path
@@ -65,12 +67,17 @@ class RunOptions:
         inf: the same for Inf.
         clip: clip the gradients to this value before each optimizer step (None: no clipping).
         clip_mode: ``"norm"`` (total 2-norm) or ``"value"`` (each element).
+        on_nonfinite: ``"stop"`` (stop the script at the first watched non-finite value) or ``"skip"``
+            (skip that optimizer step and go on; see :mod:`gradscope.monitor.protect`).
+        max_skips: with ``"skip"``, how many consecutive skipped steps stop the run.
     """
 
     nan: bool = False
     inf: bool = False
     clip: float | None = None
     clip_mode: str = "norm"
+    on_nonfinite: str = "stop"
+    max_skips: int = DEFAULT_MAX_SKIPS
 
     @property
     def stops(self) -> bool:
@@ -119,6 +126,7 @@ class _BackwardStats:
     output_squares: list[float | None]
     scaled: bool = False
     ranks: tuple[tuple[float | None, float], ...] = ()  # distributed: (loss, gradient square) per rank
+    scale: float | None = None
 
 
 class RunMonitor:
@@ -180,6 +188,8 @@ class RunMonitor:
         self._scaled: tuple[Any, Any] | None = None
         self._parameters_checked: set[str] = set()
         self.loss_events: list[tuple[Any, tuple, tuple]] = []
+        self.guard = StepGuard(options.on_nonfinite == "skip", options.max_skips)
+        self.stopped: str | None = None
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
@@ -388,6 +398,10 @@ class RunMonitor:
             before = self._optimizer_steps
             result = original(scaler, optimizer, *args, **kwargs)
             if self._optimizer_steps == before and self._pending and not self.localizing:
+                if self.guard.pending:
+                    clear_gradients(optimizer)
+                else:
+                    self.guard.mark(SKIP_OVERFLOW)
                 self._emit(skipped=True)
             return result
 
@@ -432,7 +446,7 @@ class RunMonitor:
         steps of their own (no optimizer) or skipped steps (an optimizer exists)."""
         if self._pending and not self._in_step and self._parameters and \
                 all(p.grad is None for _, p in self._parameters):
-            self._emit(skipped=self._optimizer_steps > 0)
+            self._emit_without_step()
 
     def _after_backward(self, engine: Engine, loss: Any) -> None:
         self._refresh_parameters()
@@ -447,6 +461,7 @@ class RunMonitor:
         else:
             loss_value, squares = None, engine.squared_norms(tensors)
         scaled, self._scaled = self._scaled, None
+        scale = None
         if scaled is not None and loss is not None and scaled[0] is loss:
             scale = float(scaled[1].get_scale())
             loss_value = loss_value / scale
@@ -456,13 +471,13 @@ class RunMonitor:
         # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
         self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
-                               scaled=scaled is not None and scaled[0] is loss)
+                               scaled=scaled is not None and scaled[0] is loss, scale=scale)
         stats = self.reducer.combine(engine, self._parameters, stats)
         if not (self._in_step and self._closure_step and self._pending):
             self._pending.append(stats)
         else:
             self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
-                                               stats.scaled, stats.ranks)
+                                               stats.scaled, stats.ranks, stats.scale)
         self._last = stats
         if not _all_finite(stats):
             self.saw_nonfinite = True
@@ -477,7 +492,16 @@ class RunMonitor:
         kinds = {_value_kind(value) for value in _verdict_values(stats)}
         if not ((self.options.nan and "nan" in kinds) or (self.options.inf and "inf" in kinds)):
             return
+        if self.guard.skip_nonfinite and not (self._in_step and self._closure_step):
+            if self.guard.reason != SKIP_NONFINITE:  # the step's first poisoned backward pass
+                self.guard.mark(SKIP_NONFINITE, self.reducer.localize(self, engine, loss, stats,
+                                                                      step=len(self.history)), replace=True)
+            return
+        if self.guard.skip_nonfinite:
+            self.notes.append("a step that runs backward() inside optimizer.step(closure) cannot be skipped: "
+                              "the run was stopped instead")
         self.origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+        self.stopped = "nonfinite"
         self._emit(nonfinite=_where(stats))
         raise StopRun()
 
@@ -489,6 +513,9 @@ class RunMonitor:
             args = args[1:]
         self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
         self._clipped = None
+        if self.guard.pending:
+            clear_gradients(optimizer)  # the optimizer leaves parameters without a gradient unchanged
+            return
         if self.options.clip is not None and not self._closure_step:
             self._clip(engine, optimizer)
 
@@ -517,6 +544,7 @@ class RunMonitor:
     # ------------------------------------------------------------------ records
     def _emit(self, skipped: bool = False, nonfinite: str | None = None) -> None:
         pending, self._pending = self._pending, []
+        skip, origin = self.guard.reason, self.guard.origin
         last = pending[-1]
         losses = [stats.loss for stats in pending if stats.loss is not None]
         loss = None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
@@ -535,17 +563,33 @@ class RunMonitor:
             layer_norms=tuple((name, norm_from_square(square)) for name, square in layer_squares.items()),
             nonfinite=nonfinite or _where(last),
             parameter_norms=tuple((name, norm_from_square(square)) for name, square in zip(names, last.squares)),
-            clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped,
-            ranks=rank_figures(pending))
+            clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped or skip is not None,
+            ranks=rank_figures(pending), skip=skip, origin=origin, scale=last.scale)
         self.history.append(record)
         if self.on_step is not None:
             self.on_step(record)
+        if self.guard.settle(skip) and self.stopped is None:
+            self.stopped = "skips"
+            raise StopRun()
+
+    def _emit_without_step(self) -> None:
+        """Record the pending backward passes that no optimizer step followed: a step of its own in a
+        script without optimizer, else a step the script skipped. A script that updates its
+        parameters itself cannot have a poisoned step skipped: the run stops there instead."""
+        if self._optimizer_steps == 0 and self.guard.reason == SKIP_NONFINITE:
+            self.origin, self.stopped = self.guard.origin, "nonfinite"
+            self.guard.forget()
+            self.notes.append("the script updates its parameters without an optimizer, so a poisoned step cannot "
+                              "be skipped: the run was stopped instead")
+            self._emit(nonfinite=_where(self._pending[-1]))
+            raise StopRun()
+        self._emit(skipped=self._optimizer_steps > 0)
 
     def finish(self) -> None:
         """The script ended: record what is still pending and check the parameters once more
         (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
         if self._pending:
-            self._emit(skipped=self._optimizer_steps > 0)
+            self._emit_without_step()
         for engine in list(self._engines):
             self._check_parameters(engine)
 
@@ -578,12 +622,16 @@ class RunMonitor:
         else:
             status = "ok"
         notes = list(self.notes)
-        skipped = sum(1 for record in self.history if record.skipped)
+        notes.extend(skip_notes(self.history))
+        if self.stopped == "skips":
+            notes.append(f"stopped after {self.guard.max_skips} consecutive skipped steps (--max-skips)")
+        skipped = sum(1 for record in self.history if record.skipped and record.skip is None)
         if skipped:
             notes.append(f"{skipped} backward pass{'es were' if skipped != 1 else ' was'} not followed by an "
                          "optimizer step (skipped steps)")
-        return RunReport(script=script, steps_run=len(self.history), status=status,
-                         first_nonfinite=self.origin, history=tuple(self.history), notes=tuple(notes))
+        first = self.origin or next((record.origin for record in self.history if record.origin is not None), None)
+        return RunReport(script=script, steps_run=len(self.history), status=status, first_nonfinite=first,
+                         history=tuple(self.history), notes=tuple(notes), stopped=self.stopped)
 
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:
