@@ -19,13 +19,14 @@ lowers its scale: that is an ``overflow`` skip, recorded with the scale, not cou
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from gradscope.monitor.records import NonFiniteOrigin, StepRecord
 
 __all__ = ["DEFAULT_MAX_SKIPS", "SCALE_FALLING_STEPS", "SKIP_NONFINITE", "SKIP_OVERFLOW", "SKIP_SPIKE",
-           "StepGuard", "clear_gradients", "skip_notes"]
+           "StepGuard", "clear_gradients", "preserved_buffers", "skip_notes"]
 
 SKIP_NONFINITE, SKIP_OVERFLOW, SKIP_SPIKE = "nonfinite", "overflow", "spike"
 
@@ -42,6 +43,19 @@ def clear_gradients(optimizer: Any) -> None:
     for group in optimizer.param_groups:
         for parameter in group["params"]:
             parameter.grad = None
+
+
+@contextlib.contextmanager
+def preserved_buffers(engine: Any, models: Sequence[Any]) -> Iterator[None]:
+    """Restore the models' buffers (BatchNorm running statistics, ...) on exit: the localising
+    re-run of a step that is then skipped must not update them a second time."""
+    buffers = [buffer for model in models for buffer in model.buffers() if engine.is_tensor(buffer)]
+    saved = engine.clone_all(buffers)
+    try:
+        yield
+    finally:
+        for buffer, value in zip(buffers, saved):
+            engine.copy_into(buffer, value)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OVERFLOW, StepGuard, clear_gradients, \
-    skip_notes
+    preserved_buffers, skip_notes
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import join_path
@@ -494,8 +494,9 @@ class RunMonitor:
             return
         if self.guard.skip_nonfinite and not (self._in_step and self._closure_step):
             if self.guard.reason != SKIP_NONFINITE:  # the step's first poisoned backward pass
-                self.guard.mark(SKIP_NONFINITE, self.reducer.localize(self, engine, loss, stats,
-                                                                      step=len(self.history)), replace=True)
+                with preserved_buffers(engine, [root.module for root in self._roots if root.engine is engine]):
+                    origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+                self.guard.mark(SKIP_NONFINITE, origin, replace=True)
             return
         if self.guard.skip_nonfinite:
             self.notes.append("a step that runs backward() inside optimizer.step(closure) cannot be skipped: "
