@@ -127,9 +127,8 @@ class DistributedTensors:
         sync. On exit the modules' settings are restored, and their parameters stay gathered
         until their next forward pass.
 
-        Meant for the failure path of a run: the gradients that the block's backward passes
-        accumulate in the unsharded parameters are dropped on exit, so that the script's next
-        backward pass (a run that skips the failing step goes on) starts from none."""
+        Meant for the failure path of a stopping run only: the gradients that the block's
+        backward passes accumulate stay in the unsharded parameters' gradients."""
         from torch.distributed.fsdp import FSDPModule
 
         fsdp = [module for root in modules for module in root.modules() if isinstance(module, FSDPModule)]
@@ -147,11 +146,6 @@ class DistributedTensors:
             for group, (reduce, all_reduce, after_backward, mesh) in zip(groups, saved):
                 group.reduce_grads, group.all_reduce_grads = reduce, all_reduce
                 group.reshard_after_backward, group.post_forward_mesh_info = after_backward, mesh
-                for fsdp_param in group.fsdp_params:
-                    fsdp_param.unsharded_accumulated_grad = None
-                    unsharded = getattr(fsdp_param, "_unsharded_param", None)
-                    if unsharded is not None:
-                        unsharded.grad = None
 
     def sum(self, values: Sequence[float]) -> list[float]:
         """Element-wise sum of ``values`` over all ranks (one ``all_reduce``, float64)."""
