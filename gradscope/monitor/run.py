@@ -27,8 +27,9 @@ from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OVERFLOW, StepGuard, clear_gradients, \
-    preserved_buffers, skip_notes
+    SKIP_SPIKE, preserved_buffers, skip_notes
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
+from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import join_path
 
@@ -70,6 +71,8 @@ class RunOptions:
         on_nonfinite: ``"stop"`` (stop the script at the first watched non-finite value) or ``"skip"``
             (skip that optimizer step and go on; see :mod:`gradscope.monitor.protect`).
         max_skips: with ``"skip"``, how many consecutive skipped steps stop the run.
+        on_spike: what a loss or gradient-norm spike does (:mod:`gradscope.monitor.spikes`): ``"warn"``
+            (report it), ``"skip"`` (skip that optimizer step too) or ``"stop"``.
     """
 
     nan: bool = False
@@ -78,6 +81,7 @@ class RunOptions:
     clip_mode: str = "norm"
     on_nonfinite: str = "stop"
     max_skips: int = DEFAULT_MAX_SKIPS
+    on_spike: str = "warn"
 
     @property
     def stops(self) -> bool:
@@ -127,6 +131,7 @@ class _BackwardStats:
     scaled: bool = False
     ranks: tuple[tuple[float | None, float], ...] = ()  # distributed: (loss, gradient square) per rank
     scale: float | None = None
+    parameter_squares: list[float | None] = field(default_factory=list)  # this rank's, before the update
 
 
 class RunMonitor:
@@ -190,6 +195,8 @@ class RunMonitor:
         self.loss_events: list[tuple[Any, tuple, tuple]] = []
         self.guard = StepGuard(options.on_nonfinite == "skip", options.max_skips)
         self.stopped: str | None = None
+        self.spike_tracker = SpikeTracker(options.on_spike)
+        self._spikes_judged = False
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
@@ -455,7 +462,8 @@ class RunMonitor:
         seen = {id(t) for t in outputs}
         inner = [t for key, (module, t) in self._activations.items()
                  if key not in seen and module in self._names and engine.is_tensor(t)]
-        tensors = grads + outputs + inner
+        parameters = [p for _, p in self._parameters]
+        tensors = grads + outputs + inner + parameters
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
         else:
@@ -469,15 +477,18 @@ class RunMonitor:
                                     for value in squares[:len(grads)]]
         # The model's outputs come first among the output squares, then every other module output
         # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
+        parameter_squares = squares[len(squares) - len(parameters):]
+        squares = squares[:len(squares) - len(parameters)]
         self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
-                               scaled=scaled is not None and scaled[0] is loss, scale=scale)
+                               scaled=scaled is not None and scaled[0] is loss, scale=scale,
+                               parameter_squares=parameter_squares)
         stats = self.reducer.combine(engine, self._parameters, stats)
         if not (self._in_step and self._closure_step and self._pending):
             self._pending.append(stats)
         else:
             self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
-                                               stats.scaled, stats.ranks, stats.scale)
+                                               stats.scaled, stats.ranks, stats.scale, stats.parameter_squares)
         self._last = stats
         if not _all_finite(stats):
             self.saw_nonfinite = True
@@ -514,6 +525,10 @@ class RunMonitor:
             args = args[1:]
         self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
         self._clipped = None
+        if not self.guard.pending and self._pending:
+            self._judge_spikes()
+            if self.stopped == "spike":
+                self._emit()  # before the spiking step's update; raises StopRun
         if self.guard.pending:
             clear_gradients(optimizer)  # the optimizer leaves parameters without a gradient unchanged
             return
@@ -543,12 +558,37 @@ class RunMonitor:
             self._emit()
 
     # ------------------------------------------------------------------ records
+    def _judge_spikes(self) -> None:
+        """Judge the pending step's loss and gradient norm against the run's history (once per step,
+        before its optimizer update, so that ``--on-spike skip`` can still skip it)."""
+        if self._spikes_judged:
+            return
+        self._spikes_judged = True
+        last = self._pending[-1]
+        layer_squares: dict[str, float] = {}
+        parameter_squares: dict[str, float] = {}
+        for module, square, parameter in zip(self._parameter_modules, last.squares, last.parameter_squares):
+            if square is not None:
+                layer_squares[module] = layer_squares.get(module, 0.0) + square
+            if parameter is not None:
+                parameter_squares[module] = parameter_squares.get(module, 0.0) + parameter
+        found = self.spike_tracker.observe(
+            len(self.history), _step_loss(self._pending), norm_from_square(_total(last.squares)),
+            {module: norm_from_square(square) for module, square in layer_squares.items()},
+            {module: norm_from_square(square) for module, square in parameter_squares.items()})
+        if found and self.options.on_spike == "skip":
+            self.guard.mark(SKIP_SPIKE)
+        elif found and self.options.on_spike == "stop" and self.stopped is None:
+            self.stopped = "spike"
+
     def _emit(self, skipped: bool = False, nonfinite: str | None = None) -> None:
+        if not self.guard.pending and self._pending:
+            self._judge_spikes()
+        self._spikes_judged = False
         pending, self._pending = self._pending, []
         skip, origin = self.guard.reason, self.guard.origin
         last = pending[-1]
-        losses = [stats.loss for stats in pending if stats.loss is not None]
-        loss = None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
+        loss = _step_loss(pending)
         names = [name for name, _ in self._parameters]
         layer_squares: dict[str, float] = {}
         for module, square in zip(self._parameter_modules, last.squares):
@@ -571,6 +611,7 @@ class RunMonitor:
             self.on_step(record)
         if self.guard.settle(skip) and self.stopped is None:
             self.stopped = "skips"
+        if self.stopped in ("skips", "spike"):
             raise StopRun()
 
     def _emit_without_step(self) -> None:
@@ -624,6 +665,9 @@ class RunMonitor:
             status = "ok"
         notes = list(self.notes)
         notes.extend(skip_notes(self.history))
+        notes.extend(spike_notes(self.spike_tracker.spikes))
+        if self.stopped == "spike":
+            notes.append("stopped at a spike (--on-spike stop)")
         if self.stopped == "skips":
             notes.append(f"stopped after {self.guard.max_skips} consecutive skipped steps (--max-skips)")
         skipped = sum(1 for record in self.history if record.skipped and record.skip is None)
@@ -632,7 +676,14 @@ class RunMonitor:
                          "optimizer step (skipped steps)")
         first = self.origin or next((record.origin for record in self.history if record.origin is not None), None)
         return RunReport(script=script, steps_run=len(self.history), status=status, first_nonfinite=first,
-                         history=tuple(self.history), notes=tuple(notes), stopped=self.stopped)
+                         history=tuple(self.history), notes=tuple(notes), stopped=self.stopped,
+                         spikes=tuple(self.spike_tracker.spikes))
+
+
+def _step_loss(pending: list[_BackwardStats]) -> float | None:
+    """The loss of a step: the sum over its backward passes (None when none had a scalar loss)."""
+    losses = [stats.loss for stats in pending if stats.loss is not None]
+    return None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
 
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:
