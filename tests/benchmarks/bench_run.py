@@ -14,7 +14,9 @@ optimizer step hooks, the wrapped ``autograd.backward``), attached around every 
   transfer per step);
 * ``*_run_nan``: ``gradscope run --nan --inf`` (also keeps the model's inputs, random state and
   output gradients for localisation, and checks every module's outputs). Target: <= 1.25x the
-  unmonitored step on both engines.
+  unmonitored step on both engines;
+* ``*_run_skip``: ``gradscope run --nan --inf --on-nonfinite skip`` (the same, deciding at each
+  step whether to skip it; spike detection is on in every variant). Target: <= 1.25x.
 """
 from __future__ import annotations
 
@@ -62,21 +64,29 @@ def workloads() -> list[Workload]:
     if gs is not None:
         gs_nn, reason = gradscope_nn(gs, NN_NAMES)
     if gs_nn is None:
-        skipped.update({name: reason for name in ("gs_plain", "gs_run", "gs_run_nan")})
+        skipped.update({name: reason for name in ("gs_plain", "gs_run", "gs_run_nan", "gs_run_skip")})
     else:
         builders["gs_plain"] = lambda: training_step(gs, gs_nn, "gs_plain", data)
         builders["gs_run"] = lambda: training_step(gs, gs_nn, "gs_run", data, run_monitor("gradscope"))
         builders["gs_run_nan"] = lambda: training_step(gs, gs_nn, "gs_run_nan", data,
                                                        run_monitor("gradscope", nan=True, inf=True))
+        builders["gs_run_skip"] = lambda: training_step(gs, gs_nn, "gs_run_skip", data,
+                                                        run_monitor("gradscope", nan=True, inf=True,
+                                                                    on_nonfinite="skip"))
     if torch is None:
-        skipped.update({name: "torch is not installed" for name in ("torch_plain", "torch_run", "torch_run_nan")})
+        skipped.update({name: "torch is not installed"
+                        for name in ("torch_plain", "torch_run", "torch_run_nan", "torch_run_skip")})
     else:
         builders["torch_plain"] = lambda: training_step(torch, torch.nn, "torch_plain", data)
         builders["torch_run"] = lambda: training_step(torch, torch.nn, "torch_run", data, run_monitor("torch"))
         builders["torch_run_nan"] = lambda: training_step(torch, torch.nn, "torch_run_nan", data,
                                                           run_monitor("torch", nan=True, inf=True))
+        builders["torch_run_skip"] = lambda: training_step(torch, torch.nn, "torch_run_skip", data,
+                                                           run_monitor("torch", nan=True, inf=True,
+                                                                       on_nonfinite="skip"))
     ratios = [Ratio("gs_run", "gs_plain"), Ratio("gs_run_nan", "gs_plain", 1.25),
-              Ratio("torch_run", "torch_plain"), Ratio("torch_run_nan", "torch_plain", 1.25)]
+              Ratio("gs_run_skip", "gs_plain", 1.25), Ratio("torch_run", "torch_plain"),
+              Ratio("torch_run_nan", "torch_plain", 1.25), Ratio("torch_run_skip", "torch_plain", 1.25)]
     reference = "torch_plain" if torch is not None else "gs_plain"
     return [Workload("run", "nn MLP training step (SGD) under gradscope run's monitor", builders, ratios,
                      reference=reference, rtol=1e-4, atol=1e-6, skipped=skipped)]
