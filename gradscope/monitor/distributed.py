@@ -203,7 +203,7 @@ class DistributedReducer(StepReducer):
         # was decided from the reduced vector), so that the rank that localises re-runs it alone.
         if phase != PHASE_NONE and not sharded and not group.rerun_is_local(monitor.models):
             # re-running the model here alone would wait on the other ranks: say what is known
-            origin = _origin_without_rerun(monitor, self._phases[self.rank], step, _FSDP1)
+            origin = _origin_without_rerun(monitor, self._phases[self.rank], step)
         elif phase != PHASE_NONE and sharded and monitor.guard.skip_nonfinite:
             # the run goes on after a skipped step: a re-run on one rank would leave FSDP2's state
             # on that rank out of step with the others'
@@ -296,7 +296,7 @@ _FSDP2_SKIP = ("the model is sharded with FSDP2 and the run goes on after skippi
 
 
 def _origin_without_rerun(monitor: "RunMonitor", first: tuple[int, int, int], step: int,
-                          why: str) -> NonFiniteOrigin:
+                          why: str = _FSDP1) -> NonFiniteOrigin:
     """This rank's first non-finite number as the origin, for a model that is not re-run on one rank
     (``why``): the parameter whose gradient it was, or the forward phase, without a node."""
     phase, index, code = first
