@@ -107,6 +107,8 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
         arguments += ["--clip", repr(options.clip), "--clip-mode", options.clip_mode]
     if options.on_nonfinite != "stop":
         arguments += ["--on-nonfinite", options.on_nonfinite, "--max-skips", str(options.max_skips)]
+    for pattern in options.allow_inf:
+        arguments += ["--allow-inf", pattern]
     if options.on_spike != "warn":
         arguments += ["--on-spike", options.on_spike]
     if log_path is not None:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 @option("max_skips", "With --on-nonfinite skip: stop after this many consecutive skipped steps.", default=10)
 @option("on_spike", "What a loss or gradient-norm spike does (see docs/run-protection.md): report it, skip that "
                     "optimizer step, or stop the script.", default="warn")
+@option("allow_inf", "With --inf: modules (glob on their path, repeatable) whose outputs may hold -inf by design, "
+                     "e.g. an attention mask; NaN and +inf in them are still found.", multiple=True)
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
@@ -65,7 +67,8 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     watch_both = skip and not (started["nan"] or started["inf"])
     options = RunOptions(nan=started["nan"] or watch_both, inf=started["inf"] or watch_both, clip=started["clip"],
                          clip_mode=started["mode"], on_nonfinite=started["on_nonfinite"],
-                         max_skips=started["max_skips"], on_spike=started["on_spike"])
+                         max_skips=started["max_skips"], on_spike=started["on_spike"],
+                         allow_inf=tuple(started["allow_inf"] or ()))
     if options.clip == 0:
         started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
                           "every gradient), got 0", ExitCode.USAGE)

@@ -20,13 +20,15 @@ lowers its scale: that is an ``overflow`` skip, recorded with the scale, not cou
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from gradscope.monitor.records import NonFiniteOrigin, StepRecord
 
 __all__ = ["DEFAULT_MAX_SKIPS", "SCALE_FALLING_STEPS", "SKIP_NONFINITE", "SKIP_OVERFLOW", "SKIP_SPIKE",
-           "StepGuard", "clear_gradients", "preserved_buffers", "skip_notes"]
+           "InfAllowance", "StepGuard", "clear_gradients", "preserved_buffers", "skip_notes"]
 
 SKIP_NONFINITE, SKIP_OVERFLOW, SKIP_SPIKE = "nonfinite", "overflow", "spike"
 
@@ -43,6 +45,37 @@ def clear_gradients(optimizer: Any) -> None:
     for group in optimizer.param_groups:
         for parameter in group["params"]:
             parameter.grad = None
+
+
+class InfAllowance:
+    """``--allow-inf GLOB``: modules whose outputs may hold ``-inf`` by design (an attention mask).
+
+    Their outputs are checked with every ``-inf`` counted as finite, so a NaN or a ``+inf`` in
+    them is still found; other modules are checked as before.
+
+    Args:
+        patterns: ``fnmatch`` patterns matched against module paths (``"*.mask"``, ``"blocks.*.attn"``).
+    """
+
+    def __init__(self, patterns: tuple[str, ...] = ()) -> None:
+        self.patterns = patterns
+        self._memo: dict[str | None, bool] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.patterns)
+
+    def allows(self, name: str | None) -> bool:
+        """True when the module with this path may output ``-inf``."""
+        if name is None or not self.patterns:
+            return False
+        if name not in self._memo:
+            self._memo[name] = any(fnmatch.fnmatchcase(name, pattern) for pattern in self.patterns)
+        return self._memo[name]
+
+    @staticmethod
+    def without_negative_infinity(tensor: Any) -> Any:
+        """A copy of ``tensor`` with ``-inf`` as 0 (NaN and ``+inf`` kept)."""
+        return tensor.detach().nan_to_num(nan=math.nan, posinf=math.inf, neginf=0.0)
 
 
 @contextlib.contextmanager

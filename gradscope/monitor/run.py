@@ -26,7 +26,8 @@ from typing import Any, Callable
 from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
-from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OVERFLOW, StepGuard, clear_gradients, \
+from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OVERFLOW, InfAllowance, StepGuard, \
+    clear_gradients, \
     SKIP_SPIKE, preserved_buffers, skip_notes
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.spikes import SpikeTracker, spike_notes
@@ -71,6 +72,7 @@ class RunOptions:
         on_nonfinite: ``"stop"`` (stop the script at the first watched non-finite value) or ``"skip"``
             (skip that optimizer step and go on; see :mod:`gradscope.monitor.protect`).
         max_skips: with ``"skip"``, how many consecutive skipped steps stop the run.
+        allow_inf: module path patterns whose outputs may hold ``-inf`` by design (``--allow-inf``).
         on_spike: what a loss or gradient-norm spike does (:mod:`gradscope.monitor.spikes`): ``"warn"``
             (report it), ``"skip"`` (skip that optimizer step too) or ``"stop"``.
     """
@@ -82,6 +84,7 @@ class RunOptions:
     on_nonfinite: str = "stop"
     max_skips: int = DEFAULT_MAX_SKIPS
     on_spike: str = "warn"
+    allow_inf: tuple[str, ...] = ()
 
     @property
     def stops(self) -> bool:
@@ -196,6 +199,7 @@ class RunMonitor:
         self.guard = StepGuard(options.on_nonfinite == "skip", options.max_skips)
         self.stopped: str | None = None
         self.spike_tracker = SpikeTracker(options.on_spike)
+        self.inf_allowance = InfAllowance(options.allow_inf)
         self._spikes_judged = False
 
     # ------------------------------------------------------------------ attaching
@@ -463,6 +467,10 @@ class RunMonitor:
         inner = [t for key, (module, t) in self._activations.items()
                  if key not in seen and module in self._names and engine.is_tensor(t)]
         parameters = [p for _, p in self._parameters]
+        if self.inf_allowance:
+            outputs = self._allowing_inf(outputs, {id(t): id(call.module) for call in self.root_calls
+                                                   for t in call.outputs})
+            inner = self._allowing_inf(inner, {id(t): module for module, t in self._activations.values()})
         tensors = grads + outputs + inner + parameters
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
@@ -496,6 +504,11 @@ class RunMonitor:
                 self._check_stop(engine, loss, stats)
         self.root_calls.clear()
         self._activations.clear()
+
+    def _allowing_inf(self, tensors: list, owners: dict[int, int]) -> list:
+        """``tensors`` with the ``-inf`` of the outputs of ``--allow-inf`` modules counted as finite."""
+        return [InfAllowance.without_negative_infinity(t)
+                if self.inf_allowance.allows(self._names.get(owners.get(id(t), -1))) else t for t in tensors]
 
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
