@@ -107,6 +107,13 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
         arguments += ["--clip", repr(options.clip), "--clip-mode", options.clip_mode]
     if options.on_nonfinite != "stop":
         arguments += ["--on-nonfinite", options.on_nonfinite, "--max-skips", str(options.max_skips)]
+    if options.health != "warn":
+        arguments += ["--health", options.health]
+    arguments += ["--max-norm", repr(options.thresholds.max_norm)]
+    if options.thresholds.min_norm is not None:
+        arguments += ["--min-norm", repr(options.thresholds.min_norm)]
+    for waiver in options.waivers:
+        arguments += ["--ignore", str(waiver)]
     for pattern in options.allow_inf:
         arguments += ["--allow-inf", pattern]
     if options.on_spike != "warn":

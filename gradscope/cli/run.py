@@ -9,6 +9,7 @@ import click
 from gradscope.cli.app import App, ExitCode
 from gradscope.cli.options import debug_option, format_option
 from gradscope.cli.settings import option
+from gradscope.cli.waivers import ignore_option
 
 if TYPE_CHECKING:
     from gradscope.cli.common import LogWriter
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
                     "optimizer step, or stop the script.", default="warn")
 @option("allow_inf", "With --inf: modules (glob on their path, repeatable) whose outputs may hold -inf by design, "
                      "e.g. an attention mask; NaN and +inf in them are still found.", multiple=True)
+@option("health", "check's gradient rules over the run (vanishing, exploding, dead, no gradient, unchanged): "
+                  "report them, or also fail the run (exit 1).", default="warn")
+@option("max_norm", "With the health rules: exploding limit for a parameter's median gradient norm.", default=1000.0)
+@option("min_norm", "With the health rules: vanishing limit for a parameter's median gradient norm "
+        "[default: 1e-4 x the largest].")
+@ignore_option
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
@@ -58,17 +65,21 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run --on-nonfinite skip --max-skips 5 train.py
     """
     from gradscope.cli.startup import start
-    from gradscope.cli.common import LogWriter
+    from gradscope.cli.common import LogWriter, thresholds_from
+    from gradscope.cli.waivers import read_waivers
     from gradscope.monitor.run import RunOptions
 
-    started = start(ctx, model=False)
+    started = start(ctx, model=False, config_only=["min_ratio"])
     started.protect(script, "the script")
     skip = started["on_nonfinite"] == "skip"
     watch_both = skip and not (started["nan"] or started["inf"])
     options = RunOptions(nan=started["nan"] or watch_both, inf=started["inf"] or watch_both, clip=started["clip"],
                          clip_mode=started["mode"], on_nonfinite=started["on_nonfinite"],
                          max_skips=started["max_skips"], on_spike=started["on_spike"],
-                         allow_inf=tuple(started["allow_inf"] or ()))
+                         allow_inf=tuple(started["allow_inf"] or ()),
+                         thresholds=thresholds_from(max_norm=started["max_norm"], min_norm=started["min_norm"],
+                                                    min_ratio=started["min_ratio"]),
+                         waivers=read_waivers(started), health=started["health"])
     if options.clip == 0:
         started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
                           "every gradient), got 0", ExitCode.USAGE)
@@ -155,7 +166,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         code = ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     elif error is not None:
         code = ExitCode.MODEL_ERROR
-    elif stopped or report.status == "nonfinite":
+    elif stopped or report.status == "nonfinite" or \
+            (options.health == "fail" and any(f.severity == "error" for f in report.findings)):
         code = ExitCode.FINDINGS
     else:
         code = result.exit_code if result is not None else ExitCode.OK

@@ -244,6 +244,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("max_skips", Integer(minimum=1, limit=MAX_STEPS)),
     Setting("on_spike", Choice(("warn", "skip", "stop"))),
     Setting("allow_inf", TextList()),
+    Setting("health", Choice(("warn", "fail"))),
 )}
 
 

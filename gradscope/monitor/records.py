@@ -267,6 +267,8 @@ class RunReport:
         stopped: why ``run`` stopped the script early (``"nonfinite"``: ``--on-nonfinite stop``;
             ``"skips"``: too many consecutive skipped steps; ``"spike"``: ``--on-spike stop``), or None.
         spikes: loss and gradient-norm spikes found over the run.
+        findings: ``check``'s gradient rules over the run (:mod:`gradscope.monitor.run_health`).
+        waived: findings that ``--ignore`` accepted.
     """
 
     script: str
@@ -277,6 +279,8 @@ class RunReport:
     notes: tuple[str, ...] = ()
     stopped: str | None = None
     spikes: tuple["Spike", ...] = ()
+    findings: tuple[Finding, ...] = ()
+    waived: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,9 @@ from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OVERFLOW, InfAllowance, StepGuard, \
     clear_gradients, \
     SKIP_SPIKE, preserved_buffers, skip_notes
+from gradscope.monitor.analysis import Thresholds
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
+from gradscope.monitor.run_health import ParameterChanges, run_findings
 from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import join_path
@@ -73,6 +75,8 @@ class RunOptions:
             (skip that optimizer step and go on; see :mod:`gradscope.monitor.protect`).
         max_skips: with ``"skip"``, how many consecutive skipped steps stop the run.
         allow_inf: module path patterns whose outputs may hold ``-inf`` by design (``--allow-inf``).
+        thresholds, waivers: ``check``'s limits and accepted findings, for its rules over the run.
+        health: ``"warn"`` (report those findings) or ``"fail"`` (they also fail the run).
         on_spike: what a loss or gradient-norm spike does (:mod:`gradscope.monitor.spikes`): ``"warn"``
             (report it), ``"skip"`` (skip that optimizer step too) or ``"stop"``.
     """
@@ -85,6 +89,9 @@ class RunOptions:
     max_skips: int = DEFAULT_MAX_SKIPS
     on_spike: str = "warn"
     allow_inf: tuple[str, ...] = ()
+    thresholds: Thresholds = Thresholds()
+    waivers: tuple = ()
+    health: str = "warn"
 
     @property
     def stops(self) -> bool:
@@ -200,6 +207,8 @@ class RunMonitor:
         self.stopped: str | None = None
         self.spike_tracker = SpikeTracker(options.on_spike)
         self.inf_allowance = InfAllowance(options.allow_inf)
+        self.parameter_changes = ParameterChanges()
+        self._optimizers: dict[int, Any] = {}
         self._spikes_judged = False
 
     # ------------------------------------------------------------------ attaching
@@ -487,6 +496,7 @@ class RunMonitor:
         # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
         parameter_squares = squares[len(squares) - len(parameters):]
         squares = squares[:len(squares) - len(parameters)]
+        self.parameter_changes.observe(parameter_squares)
         self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss, scale=scale,
@@ -534,6 +544,7 @@ class RunMonitor:
         if self.localizing or engine.is_compiling():
             return
         self._in_step = True
+        self._optimizers.setdefault(id(optimizer), optimizer)
         if args and args[0] is optimizer:  # torch's step hooks get the optimizer itself in args
             args = args[1:]
         self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
@@ -687,10 +698,14 @@ class RunMonitor:
         if skipped:
             notes.append(f"{skipped} backward pass{'es were' if skipped != 1 else ' was'} not followed by an "
                          "optimizer step (skipped steps)")
+        held = {id(p) for optimizer in self._optimizers.values() for group in optimizer.param_groups
+                for p in group["params"]}
+        findings, waived = run_findings(self.history, self.options.thresholds, self.options.waivers,
+                                        self.parameter_changes, [name for name, p in self._parameters if id(p) in held])
         first = self.origin or next((record.origin for record in self.history if record.origin is not None), None)
         return RunReport(script=script, steps_run=len(self.history), status=status, first_nonfinite=first,
                          history=tuple(self.history), notes=tuple(notes), stopped=self.stopped,
-                         spikes=tuple(self.spike_tracker.spikes))
+                         spikes=tuple(self.spike_tracker.spikes), findings=findings, waived=waived)
 
 
 def _step_loss(pending: list[_BackwardStats]) -> float | None:

@@ -155,6 +155,8 @@ def run_to_dict(report: "RunReport", rank: int | None = None) -> dict[str, Any]:
                     "score": number(s.score), "cause": s.cause, "action": s.action,
                     "layers": [{"layer": layer, "factor": number(factor), "first_step": first}
                                for layer, factor, first in s.layers]} for s in report.spikes],
+        "findings": [finding_to_dict(f) for f in report.findings],
+        "waived": len(report.waived),
         "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm),
                      "skipped": r.skipped, **_skip(r, rank), **_ranks(r)} for r in report.history],
     }
