@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 @option("min_norm", "With the health rules: vanishing limit for a parameter's median gradient norm "
         "[default: 1e-4 x the largest].")
 @ignore_option
+@option("debug_on_failure", "When the run stops at a non-finite value, open gradscope debug's prompt on the "
+                            "failing step's model call, re-run with its inputs, random state and output gradients.")
+@click.option("--commands", metavar="'CMD; CMD; ...'",
+              help="With --debug-on-failure: run these prompt commands instead of reading a terminal.")
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
@@ -43,7 +47,8 @@ if TYPE_CHECKING:
 @click.argument("script")
 @click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, **_: Any) -> None:
+def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, commands: str | None,
+        **_: Any) -> None:
     """Run SCRIPT as `python SCRIPT ARGS` would, with gradscope watching every model it trains.
 
     Works on gradscope's engine and on PyTorch (hooks are attached when the script imports
@@ -80,6 +85,20 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
                          thresholds=thresholds_from(max_norm=started["max_norm"], min_norm=started["min_norm"],
                                                     min_ratio=started["min_ratio"]),
                          waivers=read_waivers(started), health=started["health"])
+    debugger = None
+    if started["debug_on_failure"]:
+        from gradscope.cli.debug import split_commands
+
+        if not options.stops:
+            started.app.abort("--debug-on-failure needs --nan or --inf (it opens on the step they stop at)",
+                              ExitCode.USAGE)
+        if commands is None and not sys.stdin.isatty():
+            started.app.abort("--debug-on-failure needs a terminal for the debugger's prompt. Without one, give the "
+                              "commands to run: --commands \"break nan; continue; where; grads; quit\"",
+                              ExitCode.USAGE)
+        debugger = split_commands(commands) if commands is not None else []
+    elif commands is not None:
+        started.app.abort("--commands needs --debug-on-failure", ExitCode.USAGE)
     if options.clip == 0:
         started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
                           "every gradient), got 0", ExitCode.USAGE)
@@ -87,20 +106,24 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
         from gradscope.cli.launch import launch
 
         output = started.output("log")
+        if debugger == []:
+            started.app.abort("--debug-on-failure with --nproc needs --commands (the ranks have no terminal)",
+                              ExitCode.USAGE)
         started.exit(launch(started.app, started["nproc"], script, list(script_args), options, output_format,
-                            output.path if output is not None else None, started.app.debug))
+                            output.path if output is not None else None, started.app.debug, debugger))
     from gradscope.cli.launch import Worker
 
     worker = Worker.from_environment()
     log = LogWriter(started, started.output("log") if worker.writes_log else None)
     try:
-        code = _run(started.app, script, list(script_args), options, log, output_format, worker)
+        code = _run(started.app, script, list(script_args), options, log, output_format, worker, debugger)
     finally:
         log.close()
     started.exit(code)
 
 
-def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any) -> int:
+def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any,
+         debugger: list[str] | None = None) -> int:
     import json
 
     from gradscope.engines import get_engine
@@ -121,7 +144,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
             status.show(run_line(record))
 
     reducer = worker.reducer()
-    monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer)
+    monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer,
+                         on_failure=None if debugger is None else _open_debugger(app, debugger or None, status))
     result = None
     error: ScriptError | None = None
     stopped = False
@@ -176,6 +200,23 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         for line in lines:
             app.err.print(line, style="bold red" if line.startswith("error:") else "yellow", markup=False)
     return worker.finish(report, code, lines)
+
+
+def _open_debugger(app: App, commands: list[str] | None, status: Any) -> Any:
+    """``on_failure`` for ``--debug-on-failure``: the failing step's model call under ``gradscope debug``'s
+    prompt (drawn on stderr: stdout is the script's)."""
+    def open_debugger(failing: Any) -> None:
+        from gradscope.debug import DebuggerShell, run_debug_step
+        from gradscope.render.debug import RichPresenter
+
+        if status is not None:
+            status.hide()
+        app.err.print(f"gradscope: opening the debugger on step {failing.step}'s model call (run again with its "
+                      "inputs, random state and output gradients)", style="bold", markup=False)
+        shell = DebuggerShell(RichPresenter(app.err), commands=commands)
+        run_debug_step(failing.model, failing.compute_loss, shell, step=failing.step, engine=failing.engine)
+
+    return open_debugger
 
 
 def print_report(app: App, report: Any, output_format: str) -> None:

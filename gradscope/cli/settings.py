@@ -245,6 +245,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("on_spike", Choice(("warn", "skip", "stop"))),
     Setting("allow_inf", TextList()),
     Setting("health", Choice(("warn", "fail"))),
+    Setting("debug_on_failure", Switch(), config=False),
 )}
 
 

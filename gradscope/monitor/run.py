@@ -36,7 +36,7 @@ from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import join_path
 
-__all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
+__all__ = ["FailingStep", "LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 
 #: With --nan/--inf, how many nodes of the loss computation (between the loss and the model's
 #: outputs) get a node hook per backward pass.
@@ -123,6 +123,37 @@ class RootCall:
     grad_outputs: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class FailingStep:
+    """The model call of the step a run stopped at, ready to run again (``run --debug-on-failure``).
+
+    Attributes:
+        engine: its engine.
+        model: the module that was called (inside a DDP wrapper).
+        step: the step number.
+        compute_loss: runs the call again on its kept inputs with the random state it had, and
+            returns a scalar whose backward pass sends the kept gradients into the call's outputs
+            (``sum(output * kept_gradient)``): the same backward pass through the model.
+    """
+
+    engine: Engine
+    model: Any
+    step: int
+    compute_loss: Callable[[], Any]
+
+
+def _rerun_surrogate(engine: Engine, call: RootCall) -> Any:
+    if call.rng is not None:
+        engine.set_rng_state(call.rng)
+    outputs = engine.tensors_in(engine.local_module(call.module)(*call.args, **call.kwargs))
+    terms = [(output * grad.detach()).sum() for output, grad in zip(outputs, call.grad_outputs)
+             if grad is not None and output.requires_grad]
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
 @dataclass
 class _Root:
     engine: Engine
@@ -152,6 +183,8 @@ class RunMonitor:
         on_step: ``on_step(record)`` for each finished step (e.g. write a log line).
         main_globals: the script's globals, used to name several models by their variables.
         reducer: combines each step over the ranks of a distributed job (default: one process).
+        on_failure: ``on_failure(step)`` with the :class:`FailingStep` when the run stops at a
+            non-finite value (``run --debug-on-failure`` opens the debugger on it).
 
     Example::
 
@@ -167,8 +200,10 @@ class RunMonitor:
     """
 
     def __init__(self, options: RunOptions, on_step: Callable[[StepRecord], None] | None = None,
-                 main_globals: Callable[[], dict] | None = None, reducer: StepReducer | None = None) -> None:
+                 main_globals: Callable[[], dict] | None = None, reducer: StepReducer | None = None,
+                 on_failure: Callable[["FailingStep"], None] | None = None) -> None:
         self.options = options
+        self.on_failure = on_failure
         self.reducer = reducer or StepReducer()
         self.on_step = on_step
         self.main_globals = main_globals
@@ -537,8 +572,30 @@ class RunMonitor:
                               "the run was stopped instead")
         self.origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
         self.stopped = "nonfinite"
+        if self.on_failure is not None and self.origin.rank in (None, self.reducer.rank):
+            self._debug_failure(engine)
         self._emit(nonfinite=_where(stats))
         raise StopRun()
+
+    def _debug_failure(self, engine: Engine) -> None:
+        """Hand the failing step's model call to :attr:`on_failure`, to be run again under the debugger."""
+        calls = [call for call in self.root_calls if call.engine is engine and any(
+            grad is not None for grad in call.grad_outputs)]
+        if not calls:
+            self.notes.append("the failing step has no model call whose backward pass can be re-run: the debugger "
+                              "was not opened")
+            return
+        module = self.origin.module or ""
+        call = next((call for call in calls if call.name and (module == call.name or module.startswith(
+            call.name + "."))), calls[0])
+        rng = engine.get_rng_state()
+        self.localizing = True
+        try:
+            self.on_failure(FailingStep(engine, engine.local_module(call.module), len(self.history),
+                                        functools.partial(_rerun_surrogate, engine, call)))
+        finally:
+            self.localizing = False
+            engine.set_rng_state(rng)
 
     def _on_step_pre(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.localizing or engine.is_compiling():

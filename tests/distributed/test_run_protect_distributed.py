@@ -108,3 +108,15 @@ def test_every_rank_skips_the_poisoned_step(tmp_path, wrapper):
     assert (origin["rank"], origin["step"], origin["phase"], origin["module"], origin["node"], origin["kind"]) == \
         expected_origin
     assert document["stopped"] is None and document["skipped_steps"]["nonfinite"] == 1
+
+
+def test_debug_on_failure_opens_on_the_rank_that_found_it(tmp_path):
+    script = ROOT / "sample_scripts" / "train_ddp.py"
+    done = _gradscope("--nan", "--debug-on-failure", "--commands", "break nan; continue; where; quit", str(script),
+                      "--steps", "4", "--bad-step", "2", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    output = done.stdout + done.stderr
+    assert "[rank1] gradscope: opening the debugger on step 2's model call" in output
+    assert "[rank0] gradscope: opening the debugger" not in output
+    assert "[rank1] (gradscope) where" in output and "[rank1]   step:    2" in output
+    assert "[rank1] quit: the pass was aborted" in output
