@@ -93,7 +93,8 @@ class Worker:
 
 
 def worker_arguments(options: Any, output_format: str, log_path: str | None, debug: bool,
-                     script: str, args: list[str], debugger: list[str] | None = None) -> list[str]:
+                     script: str, args: list[str], debugger: list[str] | None = None,
+                     conditions: tuple[str, ...] = ()) -> list[str]:
     """``gradscope run`` arguments that make each worker run as this command was asked to
     (``debugger``: the ``--debug-on-failure`` commands, given to every rank; the rank where the
     value started runs them)."""
@@ -122,6 +123,8 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
         arguments += ["--on-spike", options.on_spike]
     if debugger is not None:
         arguments += ["--debug-on-failure", "--commands", "; ".join(debugger)]
+        for condition in conditions:
+            arguments += ["--break", condition]
     if log_path is not None:
         arguments += ["--log", log_path]
     arguments += ["--format", output_format, script, *args]
@@ -129,7 +132,8 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
 
 
 def launch(app: App, nproc: int, script: str, args: list[str], options: Any, output_format: str,
-           log_path: str | None, debug: bool, debugger: list[str] | None = None) -> int:
+           log_path: str | None, debug: bool, debugger: list[str] | None = None,
+           conditions: tuple[str, ...] = ()) -> int:
     """Run ``script`` on ``nproc`` local processes and print rank 0's report; returns the exit code."""
     from gradscope.scripts import check_script
 
@@ -140,7 +144,7 @@ def launch(app: App, nproc: int, script: str, args: list[str], options: Any, out
         app.abort("--nproc needs PyTorch with torch.distributed (pip install 'gradscope[torch]')", ExitCode.USAGE)
     with tempfile.TemporaryDirectory(prefix="gradscope-run-") as directory:
         result_path = os.path.join(directory, "result.pickle")
-        arguments = worker_arguments(options, output_format, log_path, debug, script, args, debugger)
+        arguments = worker_arguments(options, output_format, log_path, debug, script, args, debugger, conditions)
         saved = os.environ.get(RESULT_ENV)
         os.environ[RESULT_ENV] = result_path
         try:

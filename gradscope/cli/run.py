@@ -40,6 +40,9 @@ if TYPE_CHECKING:
                             "failing step's model call, re-run with its inputs, random state and output gradients.")
 @click.option("--commands", metavar="'CMD; CMD; ...'",
               help="With --debug-on-failure: run these prompt commands instead of reading a terminal.")
+@click.option("--break", "conditions", multiple=True, metavar="COND",
+              help="With --debug-on-failure: breakpoints set before the failing call runs again (repeatable), as "
+                   "in gradscope debug: nan, inf, forward nan, module GLOB, ...")
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 @click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, commands: str | None,
-        **_: Any) -> None:
+        conditions: tuple[str, ...], **_: Any) -> None:
     """Run SCRIPT as `python SCRIPT ARGS` would, with gradscope watching every model it trains.
 
     Works on gradscope's engine and on PyTorch (hooks are attached when the script imports
@@ -68,6 +71,7 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run --format json --clip 1.0 train.py > run.json
       gradscope run --nproc 2 --nan train_ddp.py
       gradscope run --on-nonfinite skip --max-skips 5 train.py
+      gradscope run --nan --debug-on-failure --break "forward nan" train.py
     """
     from gradscope.cli.startup import start
     from gradscope.cli.common import LogWriter, thresholds_from
@@ -96,9 +100,17 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
             started.app.abort("--debug-on-failure needs a terminal for the debugger's prompt. Without one, give the "
                               "commands to run: --commands \"break nan; continue; where; grads; quit\"",
                               ExitCode.USAGE)
+        from gradscope.debug import ConditionError, parse_condition
+
+        for condition in conditions:
+            try:
+                parse_condition(condition)
+            except ConditionError as error:
+                started.app.abort(f"--break {condition!r}: {error}", ExitCode.USAGE)
         debugger = split_commands(commands) if commands is not None else []
-    elif commands is not None:
-        started.app.abort("--commands needs --debug-on-failure", ExitCode.USAGE)
+    elif commands is not None or conditions:
+        started.app.abort(f"{'--commands' if commands is not None else '--break'} needs --debug-on-failure",
+                          ExitCode.USAGE)
     if options.clip == 0:
         started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
                           "every gradient), got 0", ExitCode.USAGE)
@@ -110,20 +122,21 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
             started.app.abort("--debug-on-failure with --nproc needs --commands (the ranks have no terminal)",
                               ExitCode.USAGE)
         started.exit(launch(started.app, started["nproc"], script, list(script_args), options, output_format,
-                            output.path if output is not None else None, started.app.debug, debugger))
+                            output.path if output is not None else None, started.app.debug, debugger, conditions))
     from gradscope.cli.launch import Worker
 
     worker = Worker.from_environment()
     log = LogWriter(started, started.output("log") if worker.writes_log else None)
     try:
-        code = _run(started.app, script, list(script_args), options, log, output_format, worker, debugger)
+        code = _run(started.app, script, list(script_args), options, log, output_format, worker, debugger,
+                    conditions)
     finally:
         log.close()
     started.exit(code)
 
 
 def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any,
-         debugger: list[str] | None = None) -> int:
+         debugger: list[str] | None = None, conditions: tuple[str, ...] = ()) -> int:
     import json
 
     from gradscope.engines import get_engine
@@ -145,7 +158,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
 
     reducer = worker.reducer()
     monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer,
-                         on_failure=None if debugger is None else _open_debugger(app, debugger or None, status))
+                         on_failure=None if debugger is None else _open_debugger(app, debugger or None, conditions,
+                                                                                 status))
     result = None
     error: ScriptError | None = None
     stopped = False
@@ -202,7 +216,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     return worker.finish(report, code, lines)
 
 
-def _open_debugger(app: App, commands: list[str] | None, status: Any) -> Any:
+def _open_debugger(app: App, commands: list[str] | None, conditions: tuple[str, ...], status: Any) -> Any:
     """``on_failure`` for ``--debug-on-failure``: the failing step's model call under ``gradscope debug``'s
     prompt (drawn on stderr: stdout is the script's)."""
     def open_debugger(failing: Any) -> None:
@@ -214,7 +228,8 @@ def _open_debugger(app: App, commands: list[str] | None, status: Any) -> Any:
         app.err.print(f"gradscope: opening the debugger on step {failing.step}'s model call (run again with its "
                       "inputs, random state and output gradients)", style="bold", markup=False)
         shell = DebuggerShell(RichPresenter(app.err), commands=commands)
-        run_debug_step(failing.model, failing.compute_loss, shell, step=failing.step, engine=failing.engine)
+        run_debug_step(failing.model, failing.compute_loss, shell, conditions=list(conditions), step=failing.step,
+                       engine=failing.engine)
 
     return open_debugger
 

@@ -29,4 +29,4 @@ def test_run_protection_example_output(command, expected, monkeypatch):
 
 
 def test_the_page_has_its_examples():
-    assert len(BLOCKS) == 5
+    assert len(BLOCKS) == 6

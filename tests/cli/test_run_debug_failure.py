@@ -54,3 +54,15 @@ def test_a_healthy_run_never_opens_it(gradscope, script):
     result = gradscope("run", "--nan", "--debug-on-failure", "--commands", "quit", str(script), "3", "-1", "plain",
                        code=0)
     assert "opening the debugger" not in result.stderr
+
+
+def test_breakpoints_set_before_the_call_runs_again_stop_in_its_forward(gradscope, script):
+    # mode "forward": the bad batch overflows exp() in module "1" (Inf)
+    result = gradscope("run", "--inf", "--debug-on-failure", "--break", "forward inf", "--commands", "where; quit",
+                       str(script), "4", "1", "forward", code=1)
+    assert "> stopped at ExpBackward0 in 1 (Exp) · forward: a line of forward code made inf" in result.stderr
+    assert "this line made inf: return T.exp(h)" in result.stderr
+    assert "--break 'nonsense'" in gradscope("run", "--nan", "--debug-on-failure", "--break", "nonsense",
+                                             "--commands", "quit", str(script), code=2).stderr
+    assert "--break needs --debug-on-failure" in gradscope("run", "--nan", "--break", "nan", str(script),
+                                                           code=2).stderr
