@@ -289,7 +289,8 @@ class Spike:
 
     Attributes:
         step: the step whose value spiked.
-        quantity: ``"loss"`` or ``"grad_norm"``.
+        quantity: ``"loss"``, ``"grad_norm"`` or ``"layer_grad_norm"`` (one layer's gradient norm spiked
+            while neither total did; ``layer`` names it).
         value: the value at that step.
         baseline: the median of the window of recent values it was compared with.
         score: the robust z-score of its log against the window's logs.
@@ -308,6 +309,7 @@ class Spike:
     cause: str
     layers: tuple[tuple[str, float, int], ...]
     action: str = "warn"
+    layer: str | None = None
 
 
 @dataclass(frozen=True)

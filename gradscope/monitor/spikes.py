@@ -11,7 +11,9 @@ spike when
 
 that is, the value is at least :data:`MIN_RATIO` times the recent median and :data:`THRESHOLD`
 robust standard deviations above it. Only values above zero are judged (a loss that can be
-negative is not).
+negative is not). Each layer's gradient norm is judged the same way against its own history: a
+step where neither total spiked but a layer's gradient did is reported as a ``layer_grad_norm``
+spike of the layer that rose most (always a warning: ``--on-spike`` acts on the totals).
 
 Attribution: for each layer, its gradient norm and its update ratio (``|‖p‖ - ‖p_prev‖| / ‖p_prev‖``,
 the relative change of its parameters' norm since the previous step, a lower bound of the
@@ -24,6 +26,7 @@ loss of that step, not a layer.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from typing import Sequence
@@ -102,7 +105,7 @@ class SpikeTracker:
         self._layer_updates: dict[str, _Series] = {}
         self._previous_parameters: dict[str, float] = {}
         self._rises: deque[tuple[int, dict[str, float], dict[str, float]]] = deque(maxlen=LOOKBACK + 1)
-        self._spiking: set[tuple[str, int]] = set()
+        self._spiking: set[tuple[str, str | None, int]] = set()
 
     def observe(self, step: int, loss: float | None, grad_norm: float | None, layer_norms: dict[str, float],
                 layer_parameter_norms: dict[str, float]) -> list[Spike]:
@@ -132,9 +135,16 @@ class SpikeTracker:
         if not found:  # spikes stay out of the history the next steps are judged against
             self._loss.add(_log(loss))
             self._norm.add(_log(grad_norm))
+        reported = list(found)
+        if not found and grad_rises:  # one layer's gradient spiked while the totals did not
+            layer = max(grad_rises, key=grad_rises.get)
+            norm = layer_norms[layer]
+            judged = self._layer_norms[layer].judge(_log(norm))
+            spike = self._spike(step, "layer_grad_norm", norm, norm / grad_rises[layer], judged[1], len(layer_norms))
+            reported.append(dataclasses.replace(spike, layer=layer, action="warn"))
         # a spike that goes on over consecutive steps is reported once, at its first step
-        self.spikes.extend(spike for spike in found if (spike.quantity, step - 1) not in self._spiking)
-        self._spiking = {(spike.quantity, step) for spike in found}
+        self.spikes.extend(spike for spike in reported if (spike.quantity, spike.layer, step - 1) not in self._spiking)
+        self._spiking = {(spike.quantity, spike.layer, step) for spike in reported}
         return found
 
     @staticmethod
@@ -163,7 +173,7 @@ def spike_notes(spikes: Sequence[Spike]) -> list[str]:
     """One sentence per spike for the summary."""
     notes = []
     for spike in spikes:
-        what = "loss" if spike.quantity == "loss" else "gradient norm"
+        what = {"loss": "loss", "grad_norm": "gradient norm"}.get(spike.quantity, f"gradient norm of layer {spike.layer}")
         text = (f"{what} spike at step {spike.step}: {spike.value:.4g}, {spike.value / spike.baseline:.3g}x its "
                 f"recent median {spike.baseline:.4g} (robust z {spike.score:.3g})")
         if spike.cause == "everywhere":

@@ -151,7 +151,8 @@ def run_to_dict(report: "RunReport", rank: int | None = None) -> dict[str, Any]:
         "stopped": report.stopped,
         "skipped_steps": {kind: sum(1 for r in report.history if r.skip == kind)
                           for kind in ("nonfinite", "overflow", "spike")},
-        "spikes": [{"step": s.step, "quantity": s.quantity, "value": number(s.value), "baseline": number(s.baseline),
+        "spikes": [{"step": s.step, "quantity": s.quantity, "layer": s.layer, "value": number(s.value),
+                    "baseline": number(s.baseline),
                     "score": number(s.score), "cause": s.cause, "action": s.action,
                     "layers": [{"layer": layer, "factor": number(factor), "first_step": first}
                                for layer, factor, first in s.layers]} for s in report.spikes],
