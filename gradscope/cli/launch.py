@@ -93,8 +93,11 @@ class Worker:
 
 
 def worker_arguments(options: Any, output_format: str, log_path: str | None, debug: bool,
-                     script: str, args: list[str], module: bool = False, tensorboard: str | None = None) -> list[str]:
-    """``gradscope run`` arguments that make each worker run as this command was asked to."""
+                     script: str, args: list[str], module: bool = False, tensorboard: str | None = None,
+                     debugger: list[str] | None = None, conditions: tuple[str, ...] = ()) -> list[str]:
+    """``gradscope run`` arguments that make each worker run as this command was asked to
+    (``debugger``: the ``--debug-on-failure`` commands, given to every rank; the rank where the
+    value started runs them)."""
     arguments = ["-m", "gradscope"]
     if debug:
         arguments.append("--debug")
@@ -105,6 +108,23 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
         arguments.append("--inf")
     if options.clip is not None:
         arguments += ["--clip", repr(options.clip), "--clip-mode", options.clip_mode]
+    if options.on_nonfinite != "stop":
+        arguments += ["--on-nonfinite", options.on_nonfinite, "--max-skips", str(options.max_skips)]
+    if options.health != "warn":
+        arguments += ["--health", options.health]
+    arguments += ["--max-norm", repr(options.thresholds.max_norm)]
+    if options.thresholds.min_norm is not None:
+        arguments += ["--min-norm", repr(options.thresholds.min_norm)]
+    for waiver in options.waivers:
+        arguments += ["--ignore", str(waiver)]
+    for pattern in options.allow_inf:
+        arguments += ["--allow-inf", pattern]
+    if options.on_spike != "warn":
+        arguments += ["--on-spike", options.on_spike]
+    if debugger is not None:
+        arguments += ["--debug-on-failure", "--commands", "; ".join(debugger)]
+        for condition in conditions:
+            arguments += ["--break", condition]
     if log_path is not None:
         arguments += ["--log", log_path]
     if tensorboard is not None:
@@ -114,7 +134,8 @@ def worker_arguments(options: Any, output_format: str, log_path: str | None, deb
 
 
 def launch(app: App, nproc: int, script: str, args: list[str], options: Any, output_format: str,
-           log_path: str | None, debug: bool, module: bool = False, tensorboard: Any = None) -> int:
+           log_path: str | None, debug: bool, module: bool = False, tensorboard: Any = None,
+           debugger: list[str] | None = None, conditions: tuple[str, ...] = ()) -> int:
     """Run ``script`` (a module with ``module``) on ``nproc`` local processes and print rank 0's
     report; returns the exit code."""
     from gradscope.scripts import check_module, check_script
@@ -126,7 +147,8 @@ def launch(app: App, nproc: int, script: str, args: list[str], options: Any, out
         app.abort("--nproc needs PyTorch with torch.distributed (pip install 'gradscope[torch]')", ExitCode.USAGE)
     with tempfile.TemporaryDirectory(prefix="gradscope-run-") as directory:
         result_path = os.path.join(directory, "result.pickle")
-        arguments = worker_arguments(options, output_format, log_path, debug, script, args, module, tensorboard)
+        arguments = worker_arguments(options, output_format, log_path, debug, script, args, module, tensorboard,
+                                     debugger, conditions)
         saved = os.environ.get(RESULT_ENV)
         os.environ[RESULT_ENV] = result_path
         try:

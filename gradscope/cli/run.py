@@ -9,6 +9,7 @@ import click
 from gradscope.cli.app import App, ExitCode
 from gradscope.cli.options import debug_option, format_option
 from gradscope.cli.settings import option
+from gradscope.cli.waivers import ignore_option
 
 if TYPE_CHECKING:
     from gradscope.cli.common import LogWriter
@@ -23,6 +24,27 @@ if TYPE_CHECKING:
 @option("clip", "Clip the gradients to this value before each optimizer step.")
 @option("mode", "How --clip clips: norm (total 2-norm of the optimizer's gradients) or value (each element).",
         default="norm", flag="--clip-mode")
+@option("on_nonfinite", "What a watched non-finite loss or gradient does: stop the script, or skip that "
+                        "optimizer step (weights and optimizer state unchanged) and go on. skip without "
+                        "--nan/--inf watches both.", default="stop")
+@option("max_skips", "With --on-nonfinite skip: stop after this many consecutive skipped steps.", default=10)
+@option("on_spike", "What a loss or gradient-norm spike does (see docs/run-protection.md): report it, skip that "
+                    "optimizer step, or stop the script.", default="warn")
+@option("allow_inf", "With --inf: modules (glob on their path, repeatable) whose outputs may hold -inf by design, "
+                     "e.g. an attention mask; NaN and +inf in them are still found.", multiple=True)
+@option("health", "check's gradient rules over the run (vanishing, exploding, dead, no gradient, unchanged): "
+                  "report them, or also fail the run (exit 1).", default="warn")
+@option("max_norm", "With the health rules: exploding limit for a parameter's median gradient norm.", default=1000.0)
+@option("min_norm", "With the health rules: vanishing limit for a parameter's median gradient norm "
+        "[default: 1e-4 x the largest].")
+@ignore_option
+@option("debug_on_failure", "When the run stops at a non-finite value, open gradscope debug's prompt on the "
+                            "failing step's model call, re-run with its inputs, random state and output gradients.")
+@click.option("--commands", metavar="'CMD; CMD; ...'",
+              help="With --debug-on-failure: run these prompt commands instead of reading a terminal.")
+@click.option("--break", "conditions", multiple=True, metavar="COND",
+              help="With --debug-on-failure: breakpoints set before the failing call runs again (repeatable), as "
+                   "in gradscope debug: nan, inf, forward nan, module GLOB, ...")
 @option("nproc", "Run the script on N local processes with torch.distributed's launcher (as torchrun "
                  "--nproc-per-node N); norms are combined over the ranks.")
 @format_option("table", "json")
@@ -34,7 +56,7 @@ if TYPE_CHECKING:
 @click.argument("script_args", metavar="[ARGS]...", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_format: str, module: bool,
-        **_: Any) -> None:
+        commands: str | None, conditions: tuple[str, ...], **_: Any) -> None:
     """Run SCRIPT as `python SCRIPT ARGS` would, with gradscope watching every model it trains.
 
     Works on gradscope's engine and on PyTorch (hooks are attached when the script imports
@@ -42,8 +64,10 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
     The script's output passes through; gradscope's summary (gradient norm per layer over the
     run) goes to stderr. With --nan/--inf the script is stopped at the first non-finite value
     and gradscope reports where it started: step, phase, module, autograd node and source
-    line. Options go before SCRIPT. Exit codes: the script's own when nothing was found, 1
-    when a non-finite value appeared, 3 when the script raised, 130 on Ctrl-C, 143 on SIGTERM.
+    line. With --on-nonfinite skip, such a step is skipped instead and the script goes on.
+    Options go before SCRIPT. Exit codes: the script's own when nothing was found, 1 when a
+    non-finite value appeared (steps skipped included), 3 when the script raised, 130 on
+    Ctrl-C, 143 on SIGTERM.
 
     \b
     Examples:
@@ -52,14 +76,47 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
       gradscope run --format json --clip 1.0 train.py > run.json
       gradscope run --nproc 2 --nan train_ddp.py
       gradscope run --nan -m package.train --epochs 3
+      gradscope run --on-nonfinite skip --max-skips 5 train.py
+      gradscope run --nan --debug-on-failure --break "forward nan" train.py
     """
     from gradscope.cli.startup import start
-    from gradscope.cli.common import LogWriter
+    from gradscope.cli.common import LogWriter, thresholds_from
+    from gradscope.cli.waivers import read_waivers
     from gradscope.monitor.run import RunOptions
 
-    started = start(ctx, model=False)
+    started = start(ctx, model=False, config_only=["min_ratio"])
     started.protect(script, "the script")
-    options = RunOptions(nan=started["nan"], inf=started["inf"], clip=started["clip"], clip_mode=started["mode"])
+    skip = started["on_nonfinite"] == "skip"
+    watch_both = skip and not (started["nan"] or started["inf"])
+    options = RunOptions(nan=started["nan"] or watch_both, inf=started["inf"] or watch_both, clip=started["clip"],
+                         clip_mode=started["mode"], on_nonfinite=started["on_nonfinite"],
+                         max_skips=started["max_skips"], on_spike=started["on_spike"],
+                         allow_inf=tuple(started["allow_inf"] or ()),
+                         thresholds=thresholds_from(max_norm=started["max_norm"], min_norm=started["min_norm"],
+                                                    min_ratio=started["min_ratio"]),
+                         waivers=read_waivers(started), health=started["health"])
+    debugger = None
+    if started["debug_on_failure"]:
+        from gradscope.cli.debug import split_commands
+
+        if not options.stops:
+            started.app.abort("--debug-on-failure needs --nan or --inf (it opens on the step they stop at)",
+                              ExitCode.USAGE)
+        if commands is None and not sys.stdin.isatty():
+            started.app.abort("--debug-on-failure needs a terminal for the debugger's prompt. Without one, give the "
+                              "commands to run: --commands \"break nan; continue; where; grads; quit\"",
+                              ExitCode.USAGE)
+        from gradscope.debug import ConditionError, parse_condition
+
+        for condition in conditions:
+            try:
+                parse_condition(condition)
+            except ConditionError as error:
+                started.app.abort(f"--break {condition!r}: {error}", ExitCode.USAGE)
+        debugger = split_commands(commands) if commands is not None else []
+    elif commands is not None or conditions:
+        started.app.abort(f"{'--commands' if commands is not None else '--break'} needs --debug-on-failure",
+                          ExitCode.USAGE)
     if options.clip == 0:
         started.app.abort(f"{started.settings['clip'].source}: expected a number above 0 (clipping to 0 would zero "
                           "every gradient), got 0", ExitCode.USAGE)
@@ -68,23 +125,28 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
 
         output = started.output("log")
         tensorboard = started.output_directory("tensorboard")
+        if debugger == []:
+            started.app.abort("--debug-on-failure with --nproc needs --commands (the ranks have no terminal)",
+                              ExitCode.USAGE)
         started.exit(launch(started.app, started["nproc"], script, list(script_args), options, output_format,
                             output.path if output is not None else None, started.app.debug, module=module,
-                            tensorboard=tensorboard.path if tensorboard is not None else None))
+                            tensorboard=tensorboard.path if tensorboard is not None else None,
+                            debugger=debugger, conditions=conditions))
     from gradscope.cli.launch import Worker
 
     worker = Worker.from_environment()
     log = LogWriter(started, started.output("log") if worker.writes_log else None,
                     started.output_directory("tensorboard") if worker.writes_log else None)
     try:
-        code = _run(started.app, script, list(script_args), options, log, output_format, worker, module)
+        code = _run(started.app, script, list(script_args), options, log, output_format, worker, module, debugger,
+                    conditions)
     finally:
         log.close()
     started.exit(code)
 
 
 def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any,
-         module: bool = False) -> int:
+         module: bool = False, debugger: list[str] | None = None, conditions: tuple[str, ...] = ()) -> int:
     import json
 
     from gradscope.engines import get_engine
@@ -106,7 +168,9 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
             status.show(run_line(record))
 
     reducer = worker.reducer()
-    monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer)
+    monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer,
+                         on_failure=None if debugger is None else _open_debugger(app, debugger or None, conditions,
+                                                                                 status))
     result = None
     error: ScriptError | None = None
     stopped = False
@@ -153,7 +217,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         code = ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED
     elif error is not None:
         code = ExitCode.MODEL_ERROR
-    elif stopped or report.status == "nonfinite":
+    elif stopped or report.status == "nonfinite" or \
+            (options.health == "fail" and any(f.severity == "error" for f in report.findings)):
         code = ExitCode.FINDINGS
     else:
         code = result.exit_code if result is not None else ExitCode.OK
@@ -162,6 +227,24 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         for line in lines:
             app.err.print(line, style="bold red" if line.startswith("error:") else "yellow", markup=False)
     return worker.finish(report, code, lines)
+
+
+def _open_debugger(app: App, commands: list[str] | None, conditions: tuple[str, ...], status: Any) -> Any:
+    """``on_failure`` for ``--debug-on-failure``: the failing step's model call under ``gradscope debug``'s
+    prompt (drawn on stderr: stdout is the script's)."""
+    def open_debugger(failing: Any) -> None:
+        from gradscope.debug import DebuggerShell, run_debug_step
+        from gradscope.render.debug import RichPresenter
+
+        if status is not None:
+            status.hide()
+        app.err.print(f"gradscope: opening the debugger on step {failing.step}'s model call (run again with its "
+                      "inputs, random state and output gradients)", style="bold", markup=False)
+        shell = DebuggerShell(RichPresenter(app.err), commands=commands)
+        run_debug_step(failing.model, failing.compute_loss, shell, conditions=list(conditions), step=failing.step,
+                       engine=failing.engine)
+
+    return open_debugger
 
 
 def print_report(app: App, report: Any, output_format: str) -> None:

@@ -241,6 +241,12 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
     Setting("engine", Choice(("gradscope", "torch"))),
     Setting("layers", TextList()),
     Setting("nproc", Integer(minimum=1, limit=MAX_PROCESSES), config=False),
+    Setting("on_nonfinite", Choice(("stop", "skip"))),
+    Setting("max_skips", Integer(minimum=1, limit=MAX_STEPS)),
+    Setting("on_spike", Choice(("warn", "skip", "stop"))),
+    Setting("allow_inf", TextList()),
+    Setting("health", Choice(("warn", "fail"))),
+    Setting("debug_on_failure", Switch(), config=False),
 )}
 
 

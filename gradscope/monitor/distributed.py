@@ -204,6 +204,10 @@ class DistributedReducer(StepReducer):
         if phase != PHASE_NONE and not sharded and not group.rerun_is_local(monitor.models):
             # re-running the model here alone would wait on the other ranks: say what is known
             origin = _origin_without_rerun(monitor, self._phases[self.rank], step)
+        elif phase != PHASE_NONE and sharded and monitor.guard.skip_nonfinite:
+            # the run goes on after a skipped step: a re-run on one rank would leave FSDP2's state
+            # on that rank out of step with the others'
+            origin = _origin_without_rerun(monitor, self._phases[self.rank], step, _FSDP2_SKIP)
         else:
             with group.unsharded(monitor.models) if sharded else contextlib.nullcontext():
                 if phase != PHASE_NONE:
@@ -285,13 +289,18 @@ class DistributedReducer(StepReducer):
             self._interrupt(self._signal)
 
 
-def _origin_without_rerun(monitor: "RunMonitor", first: tuple[int, int, int], step: int) -> NonFiniteOrigin:
-    """This rank's first non-finite number as the origin, for a model that cannot be re-run on one
-    rank (FSDP v1): the parameter whose gradient it was, or the forward phase, without a node."""
+_FSDP1 = ("the model is wrapped in FSDP (v1) FullyShardedDataParallel, whose forward gathers parameters on every "
+          "rank, so it was not re-run on this rank alone to find the node")
+_FSDP2_SKIP = ("the model is sharded with FSDP2 and the run goes on after skipping the step, so it was not re-run "
+               "on this rank alone to find the node")
+
+
+def _origin_without_rerun(monitor: "RunMonitor", first: tuple[int, int, int], step: int,
+                          why: str = _FSDP1) -> NonFiniteOrigin:
+    """This rank's first non-finite number as the origin, for a model that is not re-run on one rank
+    (``why``): the parameter whose gradient it was, or the forward phase, without a node."""
     phase, index, code = first
     kind = _KINDS[code] or "nan"
-    why = ("the model is wrapped in FSDP (v1) FullyShardedDataParallel, whose forward gathers parameters "
-           "on every rank, so it was not re-run on this rank alone to find the node")
     if phase == PHASE_GRADIENT and index < len(monitor.parameters):
         name = monitor.parameters[index][0]
         return NonFiniteOrigin(step=step, phase="backward", module=module_of(name), node=None, source=None,

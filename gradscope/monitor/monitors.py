@@ -353,6 +353,9 @@ class ForwardNonFiniteTracer(_HookOwner):
             a line is found only for a value made by the traced code itself); arguments of a
             traced function are never attributed to it.
         trace_ops: check every operation's output where the engine can.
+        allow_inf: ``allow_inf(module path) -> bool``: modules whose outputs may hold ``-inf`` by
+            design; their outputs (also as the inputs of later modules) are checked with ``-inf``
+            counted as finite, so NaN and ``+inf`` are still found.
 
     Attributes:
         module: dotted path of the originating module, or None.
@@ -371,8 +374,11 @@ class ForwardNonFiniteTracer(_HookOwner):
     def __init__(self, model: Any, source_file: Path | None = None, engine: Engine | None = None, *,
                  follow: Callable[[str, int], bool] | None = None,
                  module_name: Callable[[Any], str | None] | None = None,
-                 module_outputs_at_lines: bool = False, trace_ops: bool = True) -> None:
+                 module_outputs_at_lines: bool = False, trace_ops: bool = True,
+                 allow_inf: Callable[[str | None], bool] | None = None) -> None:
         super().__init__(model, engine)
+        self._allow_inf = allow_inf
+        self._allowed: dict[int, Any] = {}
         if follow is None and source_file is not None:
             follow = lines_of(source_file)
         self._module_name = module_name or (lambda module: self._names.get(id(module)))
@@ -430,11 +436,14 @@ class ForwardNonFiniteTracer(_HookOwner):
         self._found_tensors.clear()
 
     def _on_forward(self, module: Any, args: tuple, output: Any) -> None:
-        out_kind, tensor = self._kinds.first(output)
+        name = self._module_name(module)
+        if self._allow_inf is not None and self._allow_inf(name):
+            for tensor in self.engine.tensors_in(output):
+                self._allowed[id(tensor)] = tensor
+        out_kind, tensor = self._first_kind(output)
         if out_kind is None:
             return
-        in_kind, _ = self._kinds.first(args)
-        name = self._module_name(module)
+        in_kind, _ = self._first_kind(args)
         bad_parameter = next(((parameter_name, kind) for parameter_name, parameter
                               in module.named_parameters(recurse=False)
                               if (kind := self._kinds.kind(parameter)) is not None), None)
@@ -450,6 +459,20 @@ class ForwardNonFiniteTracer(_HookOwner):
         elif self.module_found and name is not None and not encloses(name, self.module):
             self.propagated.append(name)
 
+    def _first_kind(self, value: Any) -> tuple[str | None, Any]:
+        """Like ``NonFiniteKinds.first``, with the ``-inf`` of allowed modules' outputs counted as finite."""
+        if not self._allowed:
+            return self._kinds.first(value)
+        for tensor in self.engine.tensors_in(value):
+            if self._allowed.get(id(tensor)) is tensor:
+                kind = self.engine.nonfinite_kind(tensor.detach().nan_to_num(nan=math.nan, posinf=math.inf,
+                                                                              neginf=0.0))
+            else:
+                kind = self._kinds.kind(tensor)
+            if kind is not None:
+                return kind, tensor
+        return None, None
+
     # ---- line tracing (sys.settrace), only for the followed files
     def _entered(self, value: Any) -> None:
         for tensor in self.engine.tensors_in(value):  # arguments are not attributed to this frame
@@ -463,6 +486,9 @@ class ForwardNonFiniteTracer(_HookOwner):
                     (not self._module_outputs_at_lines and self._kinds.known(tensor)):
                 continue
             kind = self._kinds.kind(tensor)
+            if kind == "inf" and self._allow_inf is not None and self.engine.nonfinite_kind(
+                    tensor.detach().nan_to_num(nan=math.nan, posinf=math.inf, neginf=0.0)) is None:
+                continue  # only -inf: a line cannot tell whether an allowed module made it
             if kind is not None:
                 self.source = (filename, line)
                 self.source_node = self.engine.node_name(tensor)

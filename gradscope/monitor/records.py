@@ -152,6 +152,12 @@ class StepRecord:
             gradient scaler skipped it). ``run`` records ``loss`` None when ``backward()`` was
             called on a tensor with more than one element.
         ranks: per-rank figures of a distributed ``run`` (empty in one process).
+        skip: why ``run`` left the parameters unchanged at this step: ``"nonfinite"`` (``--on-nonfinite
+            skip`` skipped a step whose loss or gradients were not finite), ``"overflow"`` (a gradient
+            scaler found its scaled gradients overflowing and skipped the step itself), ``"spike"``
+            (``--on-spike skip``), or None.
+        origin: for a ``"nonfinite"`` skip, where its non-finite value started.
+        scale: the gradient scaler's scale of this step (``run`` only; None without a scaler).
     """
 
     step: int
@@ -164,6 +170,9 @@ class StepRecord:
     clipped_parameter_norms: tuple[tuple[str, float | None], ...] = ()
     skipped: bool = False
     ranks: tuple["RankFigures", ...] = ()
+    skip: str | None = None
+    origin: "NonFiniteOrigin | None" = None
+    scale: float | None = None
 
 
 @dataclass(frozen=True)
@@ -257,6 +266,11 @@ class RunReport:
         first_nonfinite: where the first non-finite value started (with ``--nan``/``--inf``).
         history: one record per step.
         notes: facts about the run a person should know (modules not observed, skipped steps).
+        stopped: why ``run`` stopped the script early (``"nonfinite"``: ``--on-nonfinite stop``;
+            ``"skips"``: too many consecutive skipped steps; ``"spike"``: ``--on-spike stop``), or None.
+        spikes: loss and gradient-norm spikes found over the run.
+        findings: ``check``'s gradient rules over the run (:mod:`gradscope.monitor.run_health`).
+        waived: findings that ``--ignore`` accepted.
     """
 
     script: str
@@ -265,6 +279,39 @@ class RunReport:
     first_nonfinite: NonFiniteOrigin | None
     history: tuple[StepRecord, ...]
     notes: tuple[str, ...] = ()
+    stopped: str | None = None
+    spikes: tuple["Spike", ...] = ()
+    findings: tuple[Finding, ...] = ()
+    waived: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class Spike:
+    """A loss or gradient-norm spike of a ``run`` (see :mod:`gradscope.monitor.spikes`).
+
+    Attributes:
+        step: the step whose value spiked.
+        quantity: ``"loss"``, ``"grad_norm"`` or ``"layer_grad_norm"`` (one layer's gradient norm spiked
+            while neither total did; ``layer`` names it).
+        value: the value at that step.
+        baseline: the median of the window of recent values it was compared with.
+        score: the robust z-score of its log against the window's logs.
+        cause: ``"layers"`` (some layers' gradients rose first and most) or ``"everywhere"`` (every
+            layer's gradient rose by about the same factor at that step: the batch or the loss).
+        layers: ``(layer, gradient norm / its window median, first step it rose)`` of the layers
+            that rose most, largest first.
+        action: what ``run`` did: ``"warn"``, ``"skip"`` or ``"stop"``.
+    """
+
+    step: int
+    quantity: str
+    value: float
+    baseline: float
+    score: float
+    cause: str
+    layers: tuple[tuple[str, float, int], ...]
+    action: str = "warn"
+    layer: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,17 @@ from typing import Any, Callable
 from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
+from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OVERFLOW, InfAllowance, StepGuard, \
+    clear_gradients, \
+    SKIP_SPIKE, preserved_buffers, skip_notes
+from gradscope.monitor.analysis import Thresholds
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
+from gradscope.monitor.run_health import ParameterChanges, run_findings
+from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import join_path
 
-__all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
+__all__ = ["FailingStep", "LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 
 #: With --nan/--inf, how many nodes of the loss computation (between the loss and the model's
 #: outputs) get a node hook per backward pass.
@@ -65,12 +71,27 @@ class RunOptions:
         inf: the same for Inf.
         clip: clip the gradients to this value before each optimizer step (None: no clipping).
         clip_mode: ``"norm"`` (total 2-norm) or ``"value"`` (each element).
+        on_nonfinite: ``"stop"`` (stop the script at the first watched non-finite value) or ``"skip"``
+            (skip that optimizer step and go on; see :mod:`gradscope.monitor.protect`).
+        max_skips: with ``"skip"``, how many consecutive skipped steps stop the run.
+        allow_inf: module path patterns whose outputs may hold ``-inf`` by design (``--allow-inf``).
+        thresholds, waivers: ``check``'s limits and accepted findings, for its rules over the run.
+        health: ``"warn"`` (report those findings) or ``"fail"`` (they also fail the run).
+        on_spike: what a loss or gradient-norm spike does (:mod:`gradscope.monitor.spikes`): ``"warn"``
+            (report it), ``"skip"`` (skip that optimizer step too) or ``"stop"``.
     """
 
     nan: bool = False
     inf: bool = False
     clip: float | None = None
     clip_mode: str = "norm"
+    on_nonfinite: str = "stop"
+    max_skips: int = DEFAULT_MAX_SKIPS
+    on_spike: str = "warn"
+    allow_inf: tuple[str, ...] = ()
+    thresholds: Thresholds = Thresholds()
+    waivers: tuple = ()
+    health: str = "warn"
 
     @property
     def stops(self) -> bool:
@@ -111,6 +132,37 @@ class RootCall:
         self.outputs.clear()
 
 
+@dataclass(frozen=True)
+class FailingStep:
+    """The model call of the step a run stopped at, ready to run again (``run --debug-on-failure``).
+
+    Attributes:
+        engine: its engine.
+        model: the module that was called (inside a DDP wrapper).
+        step: the step number.
+        compute_loss: runs the call again on its kept inputs with the random state it had, and
+            returns a scalar whose backward pass sends the kept gradients into the call's outputs
+            (``sum(output * kept_gradient)``): the same backward pass through the model.
+    """
+
+    engine: Engine
+    model: Any
+    step: int
+    compute_loss: Callable[[], Any]
+
+
+def _rerun_surrogate(engine: Engine, call: RootCall) -> Any:
+    if call.rng is not None:
+        engine.set_rng_state(call.rng)
+    outputs = engine.tensors_in(engine.local_module(call.module)(*call.args, **call.kwargs))
+    terms = [(output * grad.detach()).sum() for output, grad in zip(outputs, call.grad_outputs)
+             if grad is not None and output.requires_grad]
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
 @dataclass
 class _Root:
     engine: Engine
@@ -128,6 +180,8 @@ class _BackwardStats:
     output_squares: list[float | None]
     scaled: bool = False
     ranks: tuple[tuple[float | None, float], ...] = ()  # distributed: (loss, gradient square) per rank
+    scale: float | None = None
+    parameter_squares: list[float | None] = field(default_factory=list)  # this rank's, before the update
 
 
 class RunMonitor:
@@ -138,6 +192,8 @@ class RunMonitor:
         on_step: ``on_step(record)`` for each finished step (e.g. write a log line).
         main_globals: the script's globals, used to name several models by their variables.
         reducer: combines each step over the ranks of a distributed job (default: one process).
+        on_failure: ``on_failure(step)`` with the :class:`FailingStep` when the run stops at a
+            non-finite value (``run --debug-on-failure`` opens the debugger on it).
 
     Example::
 
@@ -153,8 +209,10 @@ class RunMonitor:
     """
 
     def __init__(self, options: RunOptions, on_step: Callable[[StepRecord], None] | None = None,
-                 main_globals: Callable[[], dict] | None = None, reducer: StepReducer | None = None) -> None:
+                 main_globals: Callable[[], dict] | None = None, reducer: StepReducer | None = None,
+                 on_failure: Callable[["FailingStep"], None] | None = None) -> None:
         self.options = options
+        self.on_failure = on_failure
         self.reducer = reducer or StepReducer()
         self.on_step = on_step
         self.main_globals = main_globals
@@ -174,8 +232,9 @@ class RunMonitor:
         self._parameter_modules: list[str] = []
         self._rng_before: dict[int, Any] = {}
         self.root_calls: list[RootCall] = []
-        # (module key, engine.activation_summary(output)) of each module output of the pass
-        self._activations: list[tuple[int, Any]] = []
+        # (module key, engine.activation_summary(output), the summary with -inf counted as finite
+        # when --allow-inf may apply to a module not named yet, else None) of each module output
+        self._activations: list[tuple[int, Any, Any]] = []
         self.activation_nonfinite = False
         self._pending: list[_BackwardStats] = []
         self._last: _BackwardStats | None = None
@@ -190,6 +249,13 @@ class RunMonitor:
         self._scaled: tuple[Any, Any] | None = None
         self._parameters_checked: set[str] = set()
         self.loss_events: list[tuple[Any, tuple, tuple]] = []
+        self.guard = StepGuard(options.on_nonfinite == "skip", options.max_skips)
+        self.stopped: str | None = None
+        self.spike_tracker = SpikeTracker(options.on_spike)
+        self.inf_allowance = InfAllowance(options.allow_inf)
+        self.parameter_changes = ParameterChanges()
+        self._optimizers: dict[int, Any] = {}
+        self._spikes_judged = False
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
@@ -365,7 +431,16 @@ class RunMonitor:
         call keeps its outputs themselves (their norms and gradients serve the localising re-run)."""
         outputs = [t for t in engine.tensors_in(output) if t.requires_grad]
         if not root:
-            self._activations.extend((key, engine.activation_summary(tensor)) for tensor in outputs)
+            allowance = self.inf_allowance
+            for tensor in outputs:
+                summary, masked = engine.activation_summary(tensor), None
+                if allowance:  # --allow-inf: the -inf of matching modules' outputs count as finite
+                    name = self._names.get(key)
+                    if name is None:  # (the first pass: named once its model is known)
+                        masked = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
+                    elif allowance.allows(name):
+                        summary = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
+                self._activations.append((key, summary, masked))
         return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
@@ -408,6 +483,10 @@ class RunMonitor:
             before = self._optimizer_steps
             result = original(scaler, optimizer, *args, **kwargs)
             if self._optimizer_steps == before and self._pending and not self.localizing:
+                if self.guard.pending:
+                    clear_gradients(optimizer)
+                else:
+                    self.guard.mark(SKIP_OVERFLOW)
                 self._emit(skipped=True)
             return result
 
@@ -452,19 +531,25 @@ class RunMonitor:
         steps of their own (no optimizer) or skipped steps (an optimizer exists)."""
         if self._pending and not self._in_step and self._parameters and \
                 all(p.grad is None for _, p in self._parameters):
-            self._emit(skipped=self._optimizer_steps > 0)
+            self._emit_without_step()
 
     def _after_backward(self, engine: Engine, loss: Any) -> None:
         self._refresh_parameters()
         grads = [p.grad for _, p in self._parameters]
         outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
-        inner = [summary for module, summary in self._activations if module in self._names]
-        tensors = grads + outputs + inner
+        inner = [masked if masked is not None and self.inf_allowance.allows(self._names.get(module)) else summary
+                 for module, summary, masked in self._activations if module in self._names]
+        parameters = [p for _, p in self._parameters]
+        if self.inf_allowance:
+            outputs = self._allowing_inf(outputs, {id(t): id(call.module) for call in self.root_calls
+                                                   for t in call.outputs})
+        tensors = grads + outputs + inner + parameters
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
         else:
             loss_value, squares = None, engine.squared_norms(tensors)
         scaled, self._scaled = self._scaled, None
+        scale = None
         if scaled is not None and loss is not None and scaled[0] is loss:
             scale = float(scaled[1].get_scale())
             loss_value = loss_value / scale
@@ -472,15 +557,19 @@ class RunMonitor:
                                     for value in squares[:len(grads)]]
         # The model's outputs come first among the output squares, then every other module output
         # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
+        parameter_squares = squares[len(squares) - len(parameters):]
+        squares = squares[:len(squares) - len(parameters)]
+        self.parameter_changes.observe(parameter_squares)
         self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
-                               scaled=scaled is not None and scaled[0] is loss)
+                               scaled=scaled is not None and scaled[0] is loss, scale=scale,
+                               parameter_squares=parameter_squares)
         stats = self.reducer.combine(engine, self._parameters, stats)
         if not (self._in_step and self._closure_step and self._pending):
             self._pending.append(stats)
         else:
             self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
-                                               stats.scaled, stats.ranks)
+                                               stats.scaled, stats.ranks, stats.scale, stats.parameter_squares)
         self._last = stats
         if not _all_finite(stats):
             self.saw_nonfinite = True
@@ -489,24 +578,69 @@ class RunMonitor:
         self.root_calls.clear()
         self._activations.clear()
 
+    def _allowing_inf(self, tensors: list, owners: dict[int, int]) -> list:
+        """``tensors`` with the ``-inf`` of the outputs of ``--allow-inf`` modules counted as finite."""
+        return [InfAllowance.without_negative_infinity(t)
+                if self.inf_allowance.allows(self._names.get(owners.get(id(t), -1))) else t for t in tensors]
+
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
         # tensor: NaN if it holds a NaN, Inf if it holds only infinities.
         kinds = {_value_kind(value) for value in _verdict_values(stats)}
         if not ((self.options.nan and "nan" in kinds) or (self.options.inf and "inf" in kinds)):
             return
+        if self.guard.skip_nonfinite and not (self._in_step and self._closure_step):
+            if self.guard.reason != SKIP_NONFINITE:  # the step's first poisoned backward pass
+                with preserved_buffers(engine, [root.module for root in self._roots if root.engine is engine]):
+                    origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+                self.guard.mark(SKIP_NONFINITE, origin, replace=True)
+            return
+        if self.guard.skip_nonfinite:
+            self.notes.append("a step that runs backward() inside optimizer.step(closure) cannot be skipped: "
+                              "the run was stopped instead")
         self.origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+        self.stopped = "nonfinite"
+        if self.on_failure is not None and self.origin.rank in (None, self.reducer.rank):
+            self._debug_failure(engine)
         self._emit(nonfinite=_where(stats))
         raise StopRun()
+
+    def _debug_failure(self, engine: Engine) -> None:
+        """Hand the failing step's model call to :attr:`on_failure`, to be run again under the debugger."""
+        calls = [call for call in self.root_calls if call.engine is engine and any(
+            grad is not None for grad in call.grad_outputs)]
+        if not calls:
+            self.notes.append("the failing step has no model call whose backward pass can be re-run: the debugger "
+                              "was not opened")
+            return
+        module = self.origin.module or ""
+        call = next((call for call in calls if call.name and (module == call.name or module.startswith(
+            call.name + "."))), calls[0])
+        rng = engine.get_rng_state()
+        self.localizing = True
+        try:
+            self.on_failure(FailingStep(engine, engine.local_module(call.module), len(self.history),
+                                        functools.partial(_rerun_surrogate, engine, call)))
+        finally:
+            self.localizing = False
+            engine.set_rng_state(rng)
 
     def _on_step_pre(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.localizing or engine.is_compiling():
             return
         self._in_step = True
+        self._optimizers.setdefault(id(optimizer), optimizer)
         if args and args[0] is optimizer:  # torch's step hooks get the optimizer itself in args
             args = args[1:]
         self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
         self._clipped = None
+        if not self.guard.pending and self._pending:
+            self._judge_spikes()
+            if self.stopped == "spike":
+                self._emit()  # before the spiking step's update; raises StopRun
+        if self.guard.pending:
+            clear_gradients(optimizer)  # the optimizer leaves parameters without a gradient unchanged
+            return
         if self.options.clip is not None and not self._closure_step:
             self._clip(engine, optimizer)
 
@@ -533,11 +667,37 @@ class RunMonitor:
             self._emit()
 
     # ------------------------------------------------------------------ records
+    def _judge_spikes(self) -> None:
+        """Judge the pending step's loss and gradient norm against the run's history (once per step,
+        before its optimizer update, so that ``--on-spike skip`` can still skip it)."""
+        if self._spikes_judged:
+            return
+        self._spikes_judged = True
+        last = self._pending[-1]
+        layer_squares: dict[str, float] = {}
+        parameter_squares: dict[str, float] = {}
+        for module, square, parameter in zip(self._parameter_modules, last.squares, last.parameter_squares):
+            if square is not None:
+                layer_squares[module] = layer_squares.get(module, 0.0) + square
+            if parameter is not None:
+                parameter_squares[module] = parameter_squares.get(module, 0.0) + parameter
+        found = self.spike_tracker.observe(
+            len(self.history), _step_loss(self._pending), norm_from_square(_total(last.squares)),
+            {module: norm_from_square(square) for module, square in layer_squares.items()},
+            {module: norm_from_square(square) for module, square in parameter_squares.items()})
+        if found and self.options.on_spike == "skip":
+            self.guard.mark(SKIP_SPIKE)
+        elif found and self.options.on_spike == "stop" and self.stopped is None:
+            self.stopped = "spike"
+
     def _emit(self, skipped: bool = False, nonfinite: str | None = None) -> None:
+        if not self.guard.pending and self._pending:
+            self._judge_spikes()
+        self._spikes_judged = False
         pending, self._pending = self._pending, []
+        skip, origin = self.guard.reason, self.guard.origin
         last = pending[-1]
-        losses = [stats.loss for stats in pending if stats.loss is not None]
-        loss = None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
+        loss = _step_loss(pending)
         names = [name for name, _ in self._parameters]
         layer_squares: dict[str, float] = {}
         for module, square in zip(self._parameter_modules, last.squares):
@@ -553,17 +713,34 @@ class RunMonitor:
             layer_norms=tuple((name, norm_from_square(square)) for name, square in layer_squares.items()),
             nonfinite=nonfinite or _where(last),
             parameter_norms=tuple((name, norm_from_square(square)) for name, square in zip(names, last.squares)),
-            clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped,
-            ranks=rank_figures(pending))
+            clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped or skip is not None,
+            ranks=rank_figures(pending), skip=skip, origin=origin, scale=last.scale)
         self.history.append(record)
         if self.on_step is not None:
             self.on_step(record)
+        if self.guard.settle(skip) and self.stopped is None:
+            self.stopped = "skips"
+        if self.stopped in ("skips", "spike"):
+            raise StopRun()
+
+    def _emit_without_step(self) -> None:
+        """Record the pending backward passes that no optimizer step followed: a step of its own in a
+        script without optimizer, else a step the script skipped. A script that updates its
+        parameters itself cannot have a poisoned step skipped: the run stops there instead."""
+        if self._optimizer_steps == 0 and self.guard.reason == SKIP_NONFINITE:
+            self.origin, self.stopped = self.guard.origin, "nonfinite"
+            self.guard.forget()
+            self.notes.append("the script updates its parameters without an optimizer, so a poisoned step cannot "
+                              "be skipped: the run was stopped instead")
+            self._emit(nonfinite=_where(self._pending[-1]))
+            raise StopRun()
+        self._emit(skipped=self._optimizer_steps > 0)
 
     def finish(self) -> None:
         """The script ended: record what is still pending and check the parameters once more
         (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
         if self._pending:
-            self._emit(skipped=self._optimizer_steps > 0)
+            self._emit_without_step()
         for engine in list(self._engines):
             self._check_parameters(engine)
 
@@ -596,12 +773,30 @@ class RunMonitor:
         else:
             status = "ok"
         notes = list(self.notes)
-        skipped = sum(1 for record in self.history if record.skipped)
+        notes.extend(skip_notes(self.history))
+        notes.extend(spike_notes(self.spike_tracker.spikes))
+        if self.stopped == "spike":
+            notes.append("stopped at a spike (--on-spike stop)")
+        if self.stopped == "skips":
+            notes.append(f"stopped after {self.guard.max_skips} consecutive skipped steps (--max-skips)")
+        skipped = sum(1 for record in self.history if record.skipped and record.skip is None)
         if skipped:
             notes.append(f"{skipped} backward pass{'es were' if skipped != 1 else ' was'} not followed by an "
                          "optimizer step (skipped steps)")
-        return RunReport(script=script, steps_run=len(self.history), status=status,
-                         first_nonfinite=self.origin, history=tuple(self.history), notes=tuple(notes))
+        held = {id(p) for optimizer in self._optimizers.values() for group in optimizer.param_groups
+                for p in group["params"]}
+        findings, waived = run_findings(self.history, self.options.thresholds, self.options.waivers,
+                                        self.parameter_changes, [name for name, p in self._parameters if id(p) in held])
+        first = self.origin or next((record.origin for record in self.history if record.origin is not None), None)
+        return RunReport(script=script, steps_run=len(self.history), status=status, first_nonfinite=first,
+                         history=tuple(self.history), notes=tuple(notes), stopped=self.stopped,
+                         spikes=tuple(self.spike_tracker.spikes), findings=findings, waived=waived)
+
+
+def _step_loss(pending: list[_BackwardStats]) -> float | None:
+    """The loss of a step: the sum over its backward passes (None when none had a scalar loss)."""
+    losses = [stats.loss for stats in pending if stats.loss is not None]
+    return None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
 
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:

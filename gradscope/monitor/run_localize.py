@@ -102,7 +102,8 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
             continue
         trace = ForwardNonFiniteTracer(engine.local_module(call.module), engine=engine, follow=_follow,
                                        module_name=monitor.module_name, module_outputs_at_lines=True,
-                                       trace_ops=True)
+                                       trace_ops=True, allow_inf=monitor.inf_allowance.allows
+                                       if monitor.inf_allowance else None)
         try:
             with trace:
                 _call_again(engine, call, track_inputs="floating")

@@ -148,9 +148,30 @@ def run_to_dict(report: "RunReport", rank: int | None = None) -> dict[str, Any]:
         "status": report.status,
         "steps_run": report.steps_run,
         "first_nonfinite": run_origin_to_dict(report.first_nonfinite, rank),
+        "stopped": report.stopped,
+        "skipped_steps": {kind: sum(1 for r in report.history if r.skip == kind)
+                          for kind in ("nonfinite", "overflow", "spike")},
+        "spikes": [{"step": s.step, "quantity": s.quantity, "layer": s.layer, "value": number(s.value),
+                    "baseline": number(s.baseline),
+                    "score": number(s.score), "cause": s.cause, "action": s.action,
+                    "layers": [{"layer": layer, "factor": number(factor), "first_step": first}
+                               for layer, factor, first in s.layers]} for s in report.spikes],
+        "findings": [finding_to_dict(f) for f in report.findings],
+        "waived": len(report.waived),
         "history": [{"step": r.step, "loss": number(r.loss), "total_grad_norm": number(r.total_grad_norm),
-                     "skipped": r.skipped, **_ranks(r)} for r in report.history],
+                     "skipped": r.skipped, **_skip(r, rank), **_ranks(r)} for r in report.history],
     }
+
+
+def _skip(record: "StepRecord", rank: int | None = None) -> dict[str, Any]:
+    """``skip`` (why the step left the weights unchanged, or None), ``origin`` of a non-finite skip and
+    the gradient scaler's ``scale`` (only when the script uses one)."""
+    data: dict[str, Any] = {"skip": record.skip}
+    if record.origin is not None:
+        data["origin"] = run_origin_to_dict(record.origin, rank)
+    if record.scale is not None:
+        data["scale"] = number(record.scale)
+    return data
 
 
 def _ranks(record: "StepRecord") -> dict[str, Any]:
@@ -170,6 +191,7 @@ def run_step_to_dict(record: "StepRecord") -> dict[str, Any]:
         "parameters": {name: number(norm) for name, norm in record.parameter_norms},
         "nonfinite": record.nonfinite,
         "skipped": record.skipped,
+        **_skip(record),
         **_ranks(record),
     }
     if record.clipped_total_grad_norm is not None:

@@ -447,10 +447,14 @@ def run_summary(report: "RunReport") -> RenderableType:
         parts.append(Text(f"gradscope run {report.script}: no step completed", style="bold"))
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
+    findings = getattr(report, "findings", ())
+    if findings:
+        parts.append(findings_view(findings))
     if report.first_nonfinite is not None:
         parts.append(origin_view(report.first_nonfinite))
     elif report.status == "nonfinite":
         parts.append(Text("a non-finite value appeared (run with --nan/--inf to locate it)", style="bold red"))
     elif report.status == "ok":
-        parts.append(Text("No findings: every loss, gradient and parameter stayed finite.", style="green"))
+        parts.append(Text(f"{'No non-finite value' if findings else 'No findings'}: every loss, gradient and "
+                          "parameter stayed finite.", style="green"))
     return Group(*parts)

@@ -416,7 +416,7 @@ def test_backward_on_a_non_scalar_has_no_loss(gradscope, tmp_path):
     doc = _json(gradscope, "--nan", str(script), code=0)
     # weight gradient 4 everywhere (2x3), bias gradient 4 (2): total sqrt(6 * 16 + 2 * 16)
     assert doc["history"] == [{"step": 0, "loss": None, "total_grad_norm": pytest.approx(128 ** 0.5, rel=1e-6),
-                               "skipped": False}]
+                               "skipped": False, "skip": None}]
     assert doc["status"] == "ok"
 
 

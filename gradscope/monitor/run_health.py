@@ -1,0 +1,91 @@
+"""``check``'s gradient rules applied over a ``gradscope run``: pure, records in, findings out.
+
+For each parameter, the run's figure is the **median of its gradient norm over the steps that
+updated the weights** (skipped steps left out), and :func:`~gradscope.monitor.analysis.gradient_findings`
+applies ``check``'s rules to it with the same thresholds (``max_norm``, ``min_norm`` /
+``min_ratio``): ``no_grad`` (no gradient at any step), ``dead`` (a gradient that is exactly zero
+at every step), ``exploding``, ``vanishing``. ``unchanged``: a parameter that had a non-zero
+gradient but whose values never changed over the run (its norm, read with the gradients each
+step, stayed bit-for-bit the same). When the optimizer holds it, the update was below the
+parameter's float32 resolution (the rounding swallowed it); otherwise it is missing from the
+optimizer. The waivers are ``check``'s (``--ignore``, ``ignore = [...]``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from gradscope.monitor.analysis import Thresholds, Waiver, apply_waivers, gradient_findings, group_no_grad
+from gradscope.monitor.records import Finding, ParameterRecord, StepRecord
+from gradscope.monitor.stats import module_of
+
+__all__ = ["ParameterChanges", "run_findings"]
+
+
+class ParameterChanges:
+    """Whether each parameter's values changed over the run, from the squared norms read each step."""
+
+    def __init__(self) -> None:
+        self.first: list[float | None] = []
+        self.changed: list[bool] = []
+
+    def observe(self, squares: Sequence[float | None]) -> None:
+        """The parameters' squared norms at one backward pass (model order; the list may grow)."""
+        if len(squares) != len(self.first):
+            self.first, self.changed = list(squares), [False] * len(squares)
+            return
+        for index, square in enumerate(squares):
+            if square != self.first[index]:
+                self.changed[index] = True
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else 0.5 * (ordered[middle - 1] + ordered[middle])
+
+
+def run_findings(history: Sequence[StepRecord], thresholds: Thresholds, waivers: Sequence[Waiver],
+                 changes: ParameterChanges, optimized: Iterable[str]) -> tuple[tuple[Finding, ...],
+                                                                                tuple[Finding, ...]]:
+    """``(kept, waived)`` findings of ``check``'s rules over the run (see the module docstring).
+
+    Args:
+        history: the run's step records.
+        thresholds: ``check``'s limits.
+        waivers: accepted findings.
+        changes: whether each parameter (in model order) changed.
+        optimized: names of the parameters some optimizer holds.
+    """
+    steps = [record for record in history if not record.skipped and record.parameter_norms]
+    if not steps:
+        return (), ()
+    names = [name for name, _ in steps[-1].parameter_norms]
+    series: dict[str, list[float]] = {name: [] for name in names}
+    for record in steps:
+        for name, norm in record.parameter_norms:
+            if name in series and norm is not None and math.isfinite(norm):
+                series[name].append(norm)
+    records = []
+    for name in names:
+        values = series[name]
+        median = _median(values) if values else None
+        records.append(ParameterRecord(
+            name=name, module=module_of(name), module_type="", shape=(), has_grad=bool(values), grad_norm=median,
+            grad_mean=None, grad_std=None, grad_abs_max=None, nonfinite=0,
+            zero_fraction=1.0 if values and max(values) == 0.0 else 0.0 if values else None,
+            dead_unit_fraction=None, param_norm=0.0, grad_to_param=None))
+    findings = group_no_grad(gradient_findings(records, thresholds))
+    optimized = set(optimized)
+    for index, record in enumerate(records):
+        if len(steps) < 2 or index >= len(changes.changed) or changes.changed[index] or not record.grad_norm:
+            continue
+        why = ("the update is below the parameter's float32 resolution (the optimizer holds it, but rounding "
+               "swallows every update: raise the learning rate or keep a float32 master copy)"
+               if record.name in optimized else "is it missing from the optimizer's parameters?")
+        findings.append(Finding(
+            check="unchanged", severity="error", module=record.module, parameter=record.name,
+            value=record.grad_norm,
+            message=f"{record.name} has a gradient (median norm {record.grad_norm:.3g}) but its values never "
+                    f"changed over {len(steps)} steps: {why}"))
+    return apply_waivers(findings, waivers)
