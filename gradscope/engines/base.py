@@ -245,6 +245,15 @@ class Engine:
         ``get_scale()``), or None when the engine has none."""
         return None
 
+    def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> "GraphOpRecorder | None":
+        """A :class:`GraphOpRecorder` for the operations run outside the model (the loss
+        computation), or None when the engine cannot record them (gradscope's engine).
+
+        ``follow(filename)`` tells the user's files: each record keeps the innermost such frame.
+        At most ``limit`` records are kept between two :meth:`GraphOpRecorder.clear` calls.
+        """
+        return None
+
     def is_compiled_module(self, module: Any) -> bool:
         """True if ``module`` is a compiled wrapper whose inner modules' hooks are not observed."""
         return False
@@ -288,6 +297,29 @@ class Engine:
         """The module to call when re-running ``module`` on this process alone (a data-parallel
         wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""
         return module
+
+
+class GraphOpRecorder:
+    """Records the operations that create autograd nodes while it is started.
+
+    State: ``records``, a list of ``(output, node, (file, line) | None)`` in the order the
+    operations ran (the output tensor is kept until :meth:`clear`). Starting and stopping may
+    happen in different hooks; :meth:`stop` when not started does nothing.
+    """
+
+    engine: Engine
+
+    def start(self) -> None:
+        """Record from now on."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop recording (the records stay)."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """Forget the records."""
+        raise NotImplementedError
 
 
 class GradientNormTaps:

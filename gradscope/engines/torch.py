@@ -10,15 +10,17 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import sys
 import traceback
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from gradscope.engines.base import Engine, OpTrace
+from gradscope.engines.base import Engine, GraphOpRecorder, OpTrace
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -60,6 +62,64 @@ class _NonFiniteOps(TorchDispatchMode):
         if self._tensor is not None:
             self._read_node()
         return super().__exit__(*exc_info)
+
+
+class _GraphOpMode(TorchFunctionMode):
+    """Passes every torch function through and shows its result to the recorder (None: inert)."""
+
+    def __init__(self, recorder: "_TorchGraphOpRecorder") -> None:
+        super().__init__()
+        self.recorder: _TorchGraphOpRecorder | None = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self.recorder is not None:
+            self.recorder.saw(out)
+        return out
+
+
+class _TorchGraphOpRecorder(GraphOpRecorder):
+    """:class:`GraphOpRecorder` through a torch function mode pushed while it is started."""
+
+    def __init__(self, engine: Engine, follow: Callable[[str], bool], limit: int) -> None:
+        self.engine = engine
+        self.records: list[tuple[Any, Any, tuple[str, int] | None]] = []
+        self._follow = follow
+        self._limit = limit
+        self._mode: _GraphOpMode | None = None
+
+    def start(self) -> None:
+        if self._mode is None and not torch.compiler.is_compiling():
+            self._mode = _GraphOpMode(self)
+            self._mode.__enter__()
+
+    def stop(self) -> None:
+        mode, self._mode = self._mode, None
+        if mode is None:
+            return
+        depth = torch._C._len_torch_function_stack()
+        if depth and torch._C._get_function_stack_at(depth - 1) is mode:
+            mode.__exit__(None, None, None)
+        else:  # the script pushed a mode of its own above it: leave it there, inert
+            mode.recorder = None
+
+    def clear(self) -> None:
+        self.records.clear()
+
+    def saw(self, out: Any) -> None:
+        if len(self.records) >= self._limit:
+            return
+        if isinstance(out, (tuple, list)):
+            out = next((item for item in out if isinstance(item, torch.Tensor)), None)
+        if not isinstance(out, torch.Tensor):
+            return
+        node = out.grad_fn
+        if node is None:
+            return
+        frame = sys._getframe(2)
+        while frame is not None and not self._follow(frame.f_code.co_filename):
+            frame = frame.f_back
+        self.records.append((out, node, (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None))
 
 
 def _norms(tensors: list) -> list:
@@ -243,6 +303,9 @@ class TorchEngine(Engine):
 
     def gradient_scaler_class(self) -> type | None:
         return torch.amp.GradScaler
+
+    def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> GraphOpRecorder | None:
+        return _TorchGraphOpRecorder(self, follow, limit)
 
     def is_compiled_module(self, module: Any) -> bool:
         return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")

@@ -71,11 +71,12 @@ class StepReducer:
         return localize(monitor, engine, loss, stats, step)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
-                         options: Any) -> NonFiniteOrigin | None:
+                         options: Any, gradient_norms: dict[str, float | None] | None = None
+                         ) -> NonFiniteOrigin | None:
         """An ``update`` origin if a watched parameter is non-finite, else None (the end-of-run check)."""
         from gradscope.monitor.run_localize import parameter_origin
 
-        return parameter_origin(engine, parameters, optimizer, step, options)
+        return parameter_origin(engine, parameters, optimizer, step, options, gradient_norms)
 
     @contextlib.contextmanager
     def deferred_signals(self) -> Iterator[None]:
@@ -220,11 +221,12 @@ class DistributedReducer(StepReducer):
         return dataclasses.replace(chosen, rank=rank)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
-                         options: Any) -> NonFiniteOrigin | None:
+                         options: Any, gradient_norms: dict[str, float | None] | None = None
+                         ) -> NonFiniteOrigin | None:
         """Collective (every rank that reaches the end of the script calls it): each rank checks its
         own parameters (its shards under FSDP2), and the first rank that holds a non-finite one is
         the origin on every rank. Without a process group, the local check."""
-        local = super().parameter_origin(engine, parameters, optimizer, step, options)
+        local = super().parameter_origin(engine, parameters, optimizer, step, options, gradient_norms)
         group = self._group(engine)
         if group is None:
             return local

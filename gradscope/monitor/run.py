@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -28,7 +29,7 @@ from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.stats import module_of, norm_from_square
-from gradscope.monitor.tracing import join_path
+from gradscope.monitor.tracing import is_user_file, join_path
 
 __all__ = ["LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 
@@ -90,6 +91,10 @@ class RootCall:
         rng: the engine's random generator state just before the call.
         outputs: the tensors it returned.
         grad_outputs: the gradients that reached ``outputs`` (filled during backward).
+        forward: the ``forward`` the module's instance held when it was called (a wrapper that
+            redirects the call, such as Lightning's DDP forward redirection to ``training_step``),
+            None when it used its class's own: the re-run calls the same.
+        call_site: ``(file, line)`` of the user's code that called the model, or None.
     """
 
     engine: Engine
@@ -100,6 +105,8 @@ class RootCall:
     rng: Any
     outputs: list
     grad_outputs: list = field(default_factory=list)
+    forward: Any = None
+    call_site: tuple[str, int] | None = None
 
 
 @dataclass
@@ -164,6 +171,9 @@ class RunMonitor:
         self._parameter_slots: list[tuple[Any, str]] = []
         self._parameter_modules: list[str] = []
         self._rng_before: dict[int, Any] = {}
+        self._forward_before: dict[int, Any] = {}
+        self._loss_ops: Any = None
+        self.loss_nodes: set[int] = set()
         self.root_calls: list[RootCall] = []
         self._activations: dict[int, tuple[int, Any]] = {}
         self.activation_nonfinite = False
@@ -217,6 +227,9 @@ class RunMonitor:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._loss_ops is not None:
+            self._loss_ops.stop()
+            self._loss_ops = None
         for owner, attribute, original in reversed(self._patches):
             setattr(owner, attribute, original)
         self._patches.clear()
@@ -310,7 +323,12 @@ class RunMonitor:
         key = id(module)
         if key in self._ignored or (key in self._names and self._root_of(module) is None):
             return
+        if key not in self._names and not any(p.requires_grad for p in module.parameters()):
+            return  # a parameter-free module (a loss module): never a model, part of the loss computation
+        self._pause_loss_ops()
         self._rng_before[key] = engine.get_rng_state()
+        # what the call will run: an instance-level forward set just for this call (a redirection)
+        self._forward_before[key] = getattr(engine.local_module(module), "__dict__", {}).get("forward")
 
     def _on_forward(self, engine: Engine, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         if self._skip(engine):
@@ -335,10 +353,29 @@ class RunMonitor:
         if root is None or not outputs:
             return
         call = RootCall(engine, module, root.prefix, args, kwargs, self._rng_before.pop(key, None), outputs,
-                        [None] * len(outputs))
+                        [None] * len(outputs), forward=self._forward_before.pop(key, None),
+                        call_site=_user_call_site())
         for index, tensor in enumerate(outputs):
             tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index))
         self.root_calls.append(call)
+        if not engine.is_compiled_module(module):
+            self._record_loss_ops(engine)
+
+    def _record_loss_ops(self, engine: Engine) -> None:
+        """The model returned: the loss computation starts, outside every module of the model. Its
+        operations (those that record an autograd node) are remembered with the user's line until
+        backward, so that a NaN/Inf it makes can be named like one a module makes."""
+        if self._loss_ops is None or self._loss_ops.engine is not engine:
+            if self._loss_ops is not None:
+                self._loss_ops.stop()
+            self._loss_ops = engine.record_graph_ops(is_user_file, LOSS_GRAPH_NODES * 4)
+            if self._loss_ops is None:
+                return
+        self._loss_ops.start()
+
+    def _pause_loss_ops(self) -> None:
+        if self._loss_ops is not None:
+            self._loss_ops.stop()
 
     def _keep_activations(self, engine: Engine, key: int, output: Any) -> list:
         """Keep the module's outputs that are part of the graph (their norms are read with the
@@ -354,6 +391,7 @@ class RunMonitor:
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
             if self.localizing or self._in_backward or engine.is_compiling():
                 return original(tensors, *args, **kwargs)
+            self._pause_loss_ops()
             self._before_backward()
             loss = _scalar_of(engine, tensors)
             handles = self._hook_loss_graph(loss) if self.options.stops and loss is not None else []
@@ -370,11 +408,15 @@ class RunMonitor:
         return backward
 
     def _wrap_scale(self, original: Callable) -> Callable:
+        """A pass counts as scaled only when the scaler did scale: a disabled scaler (``enabled=False``,
+        or one that disabled itself without CUDA) returns the loss unchanged, and its gradients are
+        checked like any other."""
         @_passes_through
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
-            self._scaled = (result, scaler)
+            if result is not outputs and scaler.is_enabled():
+                self._scaled = (result, scaler)
             return result
 
         return scale
@@ -415,6 +457,7 @@ class RunMonitor:
         boundary = {id(t.grad_fn) for call in self.root_calls for t in call.outputs}
         handles: list[Any] = []
         seen: set[int] = set()
+        self.loss_nodes = seen
         stack = [loss.grad_fn] if loss.grad_fn is not None else []
         while stack and len(seen) < LOSS_GRAPH_NODES:
             node = stack.pop()
@@ -470,6 +513,19 @@ class RunMonitor:
                 self._check_stop(engine, loss, stats)
         self.root_calls.clear()
         self._activations.clear()
+        self.loss_nodes = set()
+        if self._loss_ops is not None:
+            self._loss_ops.clear()
+
+    def loss_operations(self) -> list[tuple[Any, Any, tuple[str, int] | None]]:
+        """``(output, node, (file, line))`` of each operation of this step's loss computation that
+        recorded an autograd node, in the order they ran (those of the loss's graph when it can
+        tell them apart); empty when the engine cannot record them."""
+        if self._loss_ops is None:
+            return []
+        records = list(self._loss_ops.records)
+        inside = [record for record in records if id(record[1]) in self.loss_nodes]
+        return inside or records
 
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
@@ -561,8 +617,9 @@ class RunMonitor:
         params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
         if not params:
             return
+        norms = dict(self.history[-1].parameter_norms) if self.history else None
         origin = self.reducer.parameter_origin(engine, params, self._last_optimizer,
-                                               max(len(self.history) - 1, 0), self.options)
+                                               max(len(self.history) - 1, 0), self.options, norms)
         if origin is not None:
             self.origin = origin
             self.saw_nonfinite = True
@@ -584,6 +641,16 @@ class RunMonitor:
                          "optimizer step (skipped steps)")
         return RunReport(script=script, steps_run=len(self.history), status=status,
                          first_nonfinite=self.origin, history=tuple(self.history), notes=tuple(notes))
+
+
+def _user_call_site() -> tuple[str, int] | None:
+    """``(file, line)`` of the innermost frame of the user's own code on the stack."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back
+    return None
 
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:
