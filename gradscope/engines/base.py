@@ -245,6 +245,12 @@ class Engine:
         ``get_scale()``), or None when the engine has none."""
         return None
 
+    def process_start_entry_points(self) -> list[tuple[Any, str]]:
+        """``(owner, attribute)`` pairs of the functions through which a script starts processes for
+        its ranks (``torch.multiprocessing.start_processes``, called as ``start_processes(fn,
+        args=(), nprocs=1, ...)``); ``gradscope run`` wraps them to say which processes it did not watch."""
+        return []
+
     def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> "GraphOpRecorder | None":
         """A :class:`GraphOpRecorder` for the operations run outside the model (the loss
         computation), or None when the engine cannot record them (gradscope's engine).

@@ -304,6 +304,15 @@ class TorchEngine(Engine):
     def gradient_scaler_class(self) -> type | None:
         return torch.amp.GradScaler
 
+    def process_start_entry_points(self) -> list[tuple[Any, str]]:
+        import torch.multiprocessing
+
+        spawning = sys.modules.get("torch.multiprocessing.spawn")
+        points = [(torch.multiprocessing, "start_processes")]
+        if spawning is not None and hasattr(spawning, "start_processes"):
+            points.append((spawning, "start_processes"))  # what torch.multiprocessing.spawn calls
+        return points
+
     def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> GraphOpRecorder | None:
         return _TorchGraphOpRecorder(self, follow, limit)
 

@@ -215,6 +215,10 @@ class RunMonitor:
             original = getattr(owner, attribute)
             self._patches.append((owner, attribute, original))
             setattr(owner, attribute, self._wrap_teardown(engine, original))
+        for owner, attribute in engine.process_start_entry_points():
+            original = getattr(owner, attribute)
+            self._patches.append((owner, attribute, original))
+            setattr(owner, attribute, self._wrap_process_start(original))
         scaler = engine.gradient_scaler_class()
         if scaler is not None:
             for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
@@ -434,6 +438,22 @@ class RunMonitor:
             return result
 
         return step
+
+    def _wrap_process_start(self, original: Callable) -> Callable:
+        """The script starts processes that run one of its functions (``torch.multiprocessing.spawn``):
+        they are not watched, and the report says so."""
+        @_passes_through
+        @functools.wraps(original)
+        def start_processes(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            count = args[1] if len(args) > 1 else kwargs.get("nprocs", 1)
+            name = getattr(fn, "__qualname__", None) or repr(fn)
+            self.notes.append(f"the script started {count} process{'es' if count != 1 else ''} running {name}() "
+                              "with torch.multiprocessing; gradscope did not watch "
+                              f"{'them' if count != 1 else 'it'} (gradscope run --nproc N starts and watches "
+                              "every rank of a torchrun-style script)")
+            return original(fn, *args, **kwargs)
+
+        return start_processes
 
     def _wrap_teardown(self, engine: Engine, original: Callable) -> Callable:
         """The script tears down its process group: every rank is here with the group still up,
