@@ -253,7 +253,8 @@ class Engine:
 
     def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> "GraphOpRecorder | None":
         """A :class:`GraphOpRecorder` for the operations run outside the model (the loss
-        computation), or None when the engine cannot record them (gradscope's engine).
+        computation), or None when the engine cannot record them (gradscope's engine: a NaN the
+        loss computation makes is then reported without node or line).
 
         ``follow(filename)`` tells the user's files: each record keeps the innermost such frame.
         At most ``limit`` records are kept between two :meth:`GraphOpRecorder.clear` calls.
@@ -308,9 +309,12 @@ class Engine:
 class GraphOpRecorder:
     """Records the operations that create autograd nodes while it is started.
 
-    State: ``records``, a list of ``(output, node, (file, line) | None)`` in the order the
-    operations ran (the output tensor is kept until :meth:`clear`). Starting and stopping may
-    happen in different hooks; :meth:`stop` when not started does nothing.
+    State: ``records``, one ``(output, node, (file, line) | None, operation, input_ids)`` per
+    operation that returned a floating-point tensor, in the order they ran: ``node`` is the
+    output's autograd node (None when its inputs need no gradient), ``operation`` the function's
+    name (``"log"``), ``input_ids`` the ``id()`` of its tensor arguments. Outputs are kept until
+    :meth:`clear`. Starting and stopping may happen in different hooks; :meth:`stop` when not
+    started does nothing.
     """
 
     engine: Engine

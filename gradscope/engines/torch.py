@@ -65,7 +65,7 @@ class _NonFiniteOps(TorchDispatchMode):
 
 
 class _GraphOpMode(TorchFunctionMode):
-    """Passes every torch function through and shows its result to the recorder (None: inert)."""
+    """Passes every torch function through and shows it to the recorder (None: inert)."""
 
     def __init__(self, recorder: "_TorchGraphOpRecorder") -> None:
         super().__init__()
@@ -74,7 +74,7 @@ class _GraphOpMode(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
         if self.recorder is not None:
-            self.recorder.saw(out)
+            self.recorder.saw(func, args, kwargs, out)
         return out
 
 
@@ -83,7 +83,7 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
 
     def __init__(self, engine: Engine, follow: Callable[[str], bool], limit: int) -> None:
         self.engine = engine
-        self.records: list[tuple[Any, Any, tuple[str, int] | None]] = []
+        self.records: list[tuple[Any, Any, tuple[str, int] | None, str, frozenset[int]]] = []
         self._follow = follow
         self._limit = limit
         self._mode: _GraphOpMode | None = None
@@ -106,20 +106,20 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
     def clear(self) -> None:
         self.records.clear()
 
-    def saw(self, out: Any) -> None:
+    def saw(self, func: Any, args: tuple, kwargs: dict | None, out: Any) -> None:
         if len(self.records) >= self._limit:
             return
         if isinstance(out, (tuple, list)):
             out = next((item for item in out if isinstance(item, torch.Tensor)), None)
-        if not isinstance(out, torch.Tensor):
-            return
-        node = out.grad_fn
-        if node is None:
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
             return
         frame = sys._getframe(2)
         while frame is not None and not self._follow(frame.f_code.co_filename):
             frame = frame.f_back
-        self.records.append((out, node, (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None))
+        inputs = frozenset(id(value) for value in (*args, *(kwargs or {}).values()) if isinstance(value, torch.Tensor))
+        name = getattr(func, "__name__", None) or str(func)
+        self.records.append((out, out.grad_fn, (frame.f_code.co_filename, frame.f_lineno) if frame is not None
+                             else None, name, inputs))
 
 
 def _norms(tensors: list) -> list:

@@ -537,15 +537,22 @@ class RunMonitor:
         if self._loss_ops is not None:
             self._loss_ops.clear()
 
-    def loss_operations(self) -> list[tuple[Any, Any, tuple[str, int] | None]]:
-        """``(output, node, (file, line))`` of each operation of this step's loss computation that
-        recorded an autograd node, in the order they ran (those of the loss's graph when it can
-        tell them apart); empty when the engine cannot record them."""
+    def loss_operations(self) -> list[tuple[Any, Any, tuple[str, int] | None, str]]:
+        """``(output, node, (file, line), operation)`` of the operations of this step's loss
+        computation, in the order they ran: those of the loss's graph (when it can tell them apart)
+        and those without a node whose output one of them took in (a target transformed on its
+        way into the loss). Empty when the engine cannot record them."""
         if self._loss_ops is None:
             return []
         records = list(self._loss_ops.records)
-        inside = [record for record in records if id(record[1]) in self.loss_nodes]
-        return inside or records
+        if not self.loss_nodes:
+            return [record[:4] for record in records]
+        kept, consumed = [], set()
+        for output, node, frame, operation, inputs in reversed(records):
+            if (node is not None and id(node) in self.loss_nodes) or (node is None and id(output) in consumed):
+                kept.append((output, node, frame, operation))
+                consumed |= inputs
+        return kept[::-1]
 
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite

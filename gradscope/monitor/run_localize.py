@@ -147,13 +147,19 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                                propagated=tuple(trace.propagated), detail=detail)
     if stats.loss is not None and not math.isfinite(stats.loss):
         kind = "nan" if math.isnan(stats.loss) else "inf"
-        for output, node, frame in monitor.loss_operations():
+        for output, node, frame, operation in monitor.loss_operations():
             made = engine.nonfinite_kind(output)
-            if made is not None:
-                return NonFiniteOrigin(step=step, phase="forward", module=None, node=node.name(),
-                                       source=relative_source(*frame) if frame is not None else None, kind=made,
-                                       detail=f"the model's outputs are finite; the loss computation outside the "
-                                              f"model produced {made} in {node.name()}")
+            if made is None:
+                continue
+            source = relative_source(*frame) if frame is not None else None
+            if node is None:  # inputs that need no gradient (the targets): no autograd node made it
+                return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=source,
+                                       kind=made, detail=f"the model's outputs are finite; {operation}() in the "
+                                                         f"loss computation made {made} from values that need no "
+                                                         "gradient (the targets)")
+            return NonFiniteOrigin(step=step, phase="forward", module=None, node=node.name(), source=source,
+                                   kind=made, detail=f"the model's outputs are finite; the loss computation outside "
+                                                     f"the model produced {made} in {node.name()}")
         return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
                                detail=f"the model's outputs are finite; the loss computation produced {kind}")
     return None
@@ -201,7 +207,7 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
         kind = _first_kind(engine, [grad for _, grad in present])
         if kind is not None:
             node, kind = _first_bad_node(engine, monitor.loss_events, kind)
-            frames = [frame for _, made, frame in monitor.loss_operations() if made is node and frame is not None]
+            frames = [frame for _, made, frame, _ in monitor.loss_operations() if made is node and frame is not None]
             source = relative_source(*frames[0]) if frames else None
             return NonFiniteOrigin(step=step, phase="backward", module=None,
                                    node=node.name() if node is not None else None, source=source, kind=kind,

@@ -117,6 +117,22 @@ def test_hf_trainer_masked_mean_nan_is_named_in_the_loss_computation():
     _history_agrees(document, 3)
 
 
+# ---------------------------------------------------------------------------- accelerate: the targets
+def test_accelerate_loop_nan_made_from_targets_names_the_operation_and_line():
+    """log() of a negative target: no autograd node made the NaN (the targets need no gradient),
+    so ``node`` is null and the source is the loss line; the model's bf16 forward (accelerate's
+    autocast wrapper) stays finite."""
+    pytest.importorskip("accelerate")
+    script = SCRIPTS / "accelerate" / "loop_log_target.py"
+    assert torch.isnan(torch.log(torch.tensor(-1.0))) and torch.log(torch.tensor(-1.0)).grad_fn is None
+    code, document, stderr = _run("accelerate", script.name)
+    assert code == 1
+    assert _origin(document) == {"step": 3, "rank": None, "phase": "forward", "module": None, "node": None,
+                                 "source": f"{script.name}:{_line(script, 'torch.log(target)')}", "kind": "nan"}
+    _history_agrees(document, 3)
+    assert "log() in the loss computation made nan" in " ".join(stderr.split())
+
+
 # ---------------------------------------------------------------------------- timm-style: NaN in the data
 def test_timm_style_resnet_blank_image_names_the_calling_line_input_and_batch_element():
     """A Dataset standardises a blank image (std 0): batch 3 element 1 is NaN. No node (the value
