@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -190,6 +193,9 @@ class RunMonitor:
         self._scaled: tuple[Any, Any] | None = None
         self._parameters_checked: set[str] = set()
         self.loss_events: list[tuple[Any, tuple, tuple]] = []
+        self._spawned: list[tuple[str, int, str]] = []
+        self._spawn_directory: str | None = None
+        self._spawn_reports: list[RunReport | None] = []
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
@@ -441,17 +447,21 @@ class RunMonitor:
 
     def _wrap_process_start(self, original: Callable) -> Callable:
         """The script starts processes that run one of its functions (``torch.multiprocessing.spawn``):
-        they are not watched, and the report says so."""
+        each runs the function under a monitor of its own (:mod:`gradscope.monitor.run_spawn`), and
+        the report of their rank 0 becomes this run's."""
         @_passes_through
         @functools.wraps(original)
         def start_processes(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            from gradscope.monitor.run_spawn import FollowedRank
+
+            if self.localizing or isinstance(fn, FollowedRank):
+                return original(fn, *args, **kwargs)
             count = args[1] if len(args) > 1 else kwargs.get("nprocs", 1)
-            name = getattr(fn, "__qualname__", None) or repr(fn)
-            self.notes.append(f"the script started {count} process{'es' if count != 1 else ''} running {name}() "
-                              "with torch.multiprocessing; gradscope did not watch "
-                              f"{'them' if count != 1 else 'it'} (gradscope run --nproc N starts and watches "
-                              "every rank of a torchrun-style script)")
-            return original(fn, *args, **kwargs)
+            if self._spawn_directory is None:
+                self._spawn_directory = tempfile.mkdtemp(prefix="gradscope-spawn-")
+            path = os.path.join(self._spawn_directory, f"report{len(self._spawned)}.pickle")
+            self._spawned.append((getattr(fn, "__qualname__", None) or repr(fn), count, path))
+            return original(FollowedRank(fn, self.options, path), *args, **kwargs)
 
         return start_processes
 
@@ -652,7 +662,8 @@ class RunMonitor:
             self.saw_nonfinite = True
 
     def report(self, script: str, interrupted: bool = False, error: bool = False) -> RunReport:
-        """The report of the steps recorded so far."""
+        """The report of the steps recorded so far (of the processes the script spawned, when it
+        trained there and not in its own process)."""
         if interrupted:
             status = "interrupted"
         elif self.saw_nonfinite:
@@ -662,12 +673,37 @@ class RunMonitor:
         else:
             status = "ok"
         notes = list(self.notes)
-        skipped = sum(1 for record in self.history if record.skipped)
+        history, origin = tuple(self.history), self.origin
+        spawned = self._spawned_reports()
+        for (name, count, _), report in zip(self._spawned, spawned):
+            processes = f"{count} process{'es' if count != 1 else ''}"
+            if report is None:
+                notes.append(f"the script started {processes} running {name}() with torch.multiprocessing; "
+                             "gradscope followed them, but their rank 0 left no report: they were not watched")
+                continue
+            notes.append(f"the script started {processes} running {name}() with torch.multiprocessing; "
+                         "gradscope followed them and combined every step over their ranks")
+            notes.extend(report.notes)
+            if not history and origin is None:  # the training ran there
+                history, origin = report.history, report.first_nonfinite
+                if report.status == "nonfinite" and status in ("ok", "error"):
+                    status = "nonfinite"
+        skipped = sum(1 for record in history if record.skipped)
         if skipped:
             notes.append(f"{skipped} backward pass{'es were' if skipped != 1 else ' was'} not followed by an "
                          "optimizer step (skipped steps)")
-        return RunReport(script=script, steps_run=len(self.history), status=status,
-                         first_nonfinite=self.origin, history=tuple(self.history), notes=tuple(notes))
+        return RunReport(script=script, steps_run=len(history), status=status,
+                         first_nonfinite=origin, history=history, notes=tuple(notes))
+
+    def _spawned_reports(self) -> list[RunReport | None]:
+        """The reports of the spawned processes' rank 0 (read once, then their folder is removed)."""
+        if self._spawn_directory is not None:
+            from gradscope.monitor.run_spawn import read_report
+
+            self._spawn_reports = [read_report(path) for _, _, path in self._spawned]
+            shutil.rmtree(self._spawn_directory, ignore_errors=True)
+            self._spawn_directory = None
+        return self._spawn_reports
 
 
 def _user_call_site() -> tuple[str, int] | None:

@@ -197,12 +197,21 @@ def test_lightning_devices_2_launching_its_own_rank_is_followed():
 
 
 # ---------------------------------------------------------------------------- plain DDP, torch.multiprocessing.spawn
-def test_ranks_started_with_multiprocessing_spawn_are_named_as_not_watched():
+def test_ranks_started_with_multiprocessing_spawn_are_followed():
+    """The script's own process trains nothing; the two processes torch.multiprocessing.spawn
+    starts are watched, their steps combined, and the report is theirs: rank 1 was handed a NaN
+    at its step 1 (element 2 of its batch), at the line that called the model."""
     dist = pytest.importorskip("torch.distributed")
     if not (dist.is_available() and dist.is_gloo_available()):
         pytest.skip("torch.distributed with gloo is not available")
-    done = subprocess.run([sys.executable, "-m", "gradscope", "run", "--nan", "spawn_two.py"], cwd=SCRIPTS / "ddp",
-                          env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 0 and done.stdout == "rank 0: trained 3 steps\n"
-    assert "the script started 2 processes running train() with torch.multiprocessing; gradscope did not watch " \
-           "them" in " ".join(done.stderr.split())
+    script = SCRIPTS / "ddp" / "spawn_two.py"
+    code, document, stderr = _run("ddp", script.name, "--bad")
+    assert code == 1
+    assert _origin(document) == {"step": 1, "rank": 1, "phase": "forward", "module": None, "node": None,
+                                 "source": f"{script.name}:{_line(script, 'loss = model(batch)')}", "kind": "nan"}
+    _history_agrees(document, 1)
+    assert [[entry["rank"] for entry in record["ranks"]] for record in document["history"]] == [[0, 1]] * 2
+    text = " ".join(stderr.split())
+    assert "the script started 2 processes running train() with torch.multiprocessing; gradscope followed them " \
+           "and combined every step over their ranks" in text
+    assert "input 'input', batch element 2 of 8" in text
