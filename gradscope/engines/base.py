@@ -248,7 +248,7 @@ class Engine:
     def process_start_entry_points(self) -> list[tuple[Any, str]]:
         """``(owner, attribute)`` pairs of the functions through which a script starts processes for
         its ranks (``torch.multiprocessing.start_processes``, called as ``start_processes(fn,
-        args=(), nprocs=1, ...)``); ``gradscope run`` wraps them to say which processes it did not watch."""
+        args=(), nprocs=1, ...)``); ``gradscope run`` wraps them to follow those processes."""
         return []
 
     def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> "GraphOpRecorder | None":
