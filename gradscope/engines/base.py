@@ -257,7 +257,7 @@ class Engine:
         loss computation makes is then reported without node or line).
 
         ``follow(filename)`` tells the user's files: each record keeps the innermost such frame.
-        At most ``limit`` records are kept between two :meth:`GraphOpRecorder.clear` calls.
+        Only the last ``limit`` records are kept.
         """
         return None
 
@@ -309,7 +309,7 @@ class Engine:
 class GraphOpRecorder:
     """Records the operations that create autograd nodes while it is started.
 
-    State: ``records``, one ``(output, node, (file, line) | None, operation, input_ids)`` per
+    State: ``records``, a sequence of one ``(output, node, (file, line) | None, operation, input_ids)`` per
     operation that returned a floating-point tensor, in the order they ran: ``node`` is the
     output's autograd node (None when its inputs need no gradient), ``operation`` the function's
     name (``"log"``), ``input_ids`` the ``id()`` of its tensor arguments. Outputs are kept until

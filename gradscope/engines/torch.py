@@ -7,6 +7,7 @@ with a float64 norm of that tensor alone before it is reported (a rare, slow pat
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import re
@@ -83,9 +84,8 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
 
     def __init__(self, engine: Engine, follow: Callable[[str], bool], limit: int) -> None:
         self.engine = engine
-        self.records: list[tuple[Any, Any, tuple[str, int] | None, str, frozenset[int]]] = []
+        self.records: collections.deque = collections.deque(maxlen=limit)
         self._follow = follow
-        self._limit = limit
         self._mode: _GraphOpMode | None = None
 
     def start(self) -> None:
@@ -107,8 +107,6 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
         self.records.clear()
 
     def saw(self, func: Any, args: tuple, kwargs: dict | None, out: Any) -> None:
-        if len(self.records) >= self._limit:
-            return
         if isinstance(out, (tuple, list)):
             out = next((item for item in out if isinstance(item, torch.Tensor)), None)
         if not isinstance(out, torch.Tensor) or not out.is_floating_point():

@@ -373,7 +373,7 @@ class RunMonitor:
 
     def _record_loss_ops(self, engine: Engine) -> None:
         """The model returned: the loss computation starts, outside every module of the model. Its
-        operations (those that record an autograd node) are remembered with the user's line until
+        operations (the last ``4 * LOSS_GRAPH_NODES``) are remembered with the user's line until
         backward, so that a NaN/Inf it makes can be named like one a module makes."""
         if self._loss_ops is None or self._loss_ops.engine is not engine:
             if self._loss_ops is not None:
