@@ -307,10 +307,10 @@ class Engine:
 
 
 class GraphOpRecorder:
-    """Records the operations that create autograd nodes while it is started.
+    """Records the operations that return floating-point tensors while it is started.
 
-    State: ``records``, a sequence of one ``(output, node, (file, line) | None, operation, input_ids)`` per
-    operation that returned a floating-point tensor, in the order they ran: ``node`` is the
+    State: ``records``, a sequence of ``(output, node, (file, line) | None, operation, input_ids)``,
+    one per such operation, in the order they ran: ``node`` is the
     output's autograd node (None when its inputs need no gradient), ``operation`` the function's
     name (``"log"``), ``input_ids`` the ``id()`` of its tensor arguments. Outputs are kept until
     :meth:`clear`. Starting and stopping may happen in different hooks; :meth:`stop` when not
