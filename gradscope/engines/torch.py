@@ -79,6 +79,11 @@ class _GraphOpMode(TorchFunctionMode):
         return out
 
 
+def _on_top(mode: Any) -> bool:
+    depth = torch._C._len_torch_function_stack()
+    return bool(depth) and torch._C._get_function_stack_at(depth - 1) is mode
+
+
 class _TorchGraphOpRecorder(GraphOpRecorder):
     """:class:`GraphOpRecorder` through a torch function mode pushed while it is started."""
 
@@ -87,8 +92,10 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
         self.records: collections.deque = collections.deque(maxlen=limit)
         self._follow = follow
         self._mode: _GraphOpMode | None = None
+        self._stale: list[_GraphOpMode] = []
 
     def start(self) -> None:
+        self._drop_stale()
         if self._mode is None and not torch.compiler.is_compiling():
             self._mode = _GraphOpMode(self)
             self._mode.__enter__()
@@ -97,11 +104,16 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
         mode, self._mode = self._mode, None
         if mode is None:
             return
-        depth = torch._C._len_torch_function_stack()
-        if depth and torch._C._get_function_stack_at(depth - 1) is mode:
+        if _on_top(mode):
             mode.__exit__(None, None, None)
-        else:  # the script pushed a mode of its own above it: leave it there, inert
+        else:  # the script pushed a mode of its own above it: leave it there, inert, until it is on top
             mode.recorder = None
+            self._stale.append(mode)
+        self._drop_stale()
+
+    def _drop_stale(self) -> None:
+        while self._stale and _on_top(self._stale[-1]):
+            self._stale.pop().__exit__(None, None, None)
 
     def clear(self) -> None:
         self.records.clear()

@@ -173,8 +173,8 @@ class RunMonitor:
         self._parameters: list[tuple[str, Any]] = []
         self._parameter_slots: list[tuple[Any, str]] = []
         self._parameter_modules: list[str] = []
-        self._rng_before: dict[int, Any] = {}
-        self._forward_before: dict[int, Any] = {}
+        # per module, a stack of (random state, instance-level forward) before each call still running
+        self._before_call: dict[int, list[tuple[Any, Any]]] = {}
         self._loss_ops: Any = None
         self.loss_nodes: set[int] = set()
         self.root_calls: list[RootCall] = []
@@ -336,14 +336,16 @@ class RunMonitor:
         if key not in self._names and not any(p.requires_grad for p in module.parameters()):
             return  # a parameter-free module (a loss module): never a model, part of the loss computation
         self._pause_loss_ops()
-        self._rng_before[key] = engine.get_rng_state()
         # what the call will run: an instance-level forward set just for this call (a redirection)
-        self._forward_before[key] = getattr(engine.local_module(module), "__dict__", {}).get("forward")
+        forward = getattr(engine.local_module(module), "__dict__", {}).get("forward")
+        self._before_call.setdefault(key, []).append((engine.get_rng_state(), forward))
 
     def _on_forward(self, engine: Engine, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         if self._skip(engine):
             return
         key = id(module)
+        before = self._before_call.get(key)
+        rng, forward = before.pop() if before else (None, None)
         if key not in self._names:
             if key in self._ignored:
                 return
@@ -362,9 +364,8 @@ class RunMonitor:
         root = self._root_of(module)
         if root is None or not outputs:
             return
-        call = RootCall(engine, module, root.prefix, args, kwargs, self._rng_before.pop(key, None), outputs,
-                        [None] * len(outputs), forward=self._forward_before.pop(key, None),
-                        call_site=_user_call_site())
+        call = RootCall(engine, module, root.prefix, args, kwargs, rng, outputs, [None] * len(outputs),
+                        forward=forward, call_site=_user_call_site())
         for index, tensor in enumerate(outputs):
             tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index))
         self.root_calls.append(call)
