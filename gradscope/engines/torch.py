@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import math
 import re
 import sys
@@ -85,7 +86,12 @@ def _on_top(mode: Any) -> bool:
 
 
 class _TorchGraphOpRecorder(GraphOpRecorder):
-    """:class:`GraphOpRecorder` through a torch function mode pushed while it is started."""
+    """:class:`GraphOpRecorder` through a torch function mode pushed while it is started.
+
+    ``loss.backward()`` would run inside the mode's handler (a tensor method under an active mode),
+    where the mode is off the stack and cannot be removed; so while started, ``Tensor.backward``
+    is wrapped to stop recording before it starts.
+    """
 
     def __init__(self, engine: Engine, follow: Callable[[str], bool], limit: int) -> None:
         self.engine = engine
@@ -93,16 +99,32 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
         self._follow = follow
         self._mode: _GraphOpMode | None = None
         self._stale: list[_GraphOpMode] = []
+        self._backward: Any = None
 
     def start(self) -> None:
         self._drop_stale()
         if self._mode is None and not torch.compiler.is_compiling():
             self._mode = _GraphOpMode(self)
             self._mode.__enter__()
+            if self._backward is None:
+                self._backward = torch.Tensor.__dict__["backward"]
+                torch.Tensor.backward = self._stop_then(self._backward)
+
+    def _stop_then(self, backward: Callable) -> Callable:
+        @functools.wraps(backward)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.stop()
+            return backward(*args, **kwargs)
+
+        return wrapper
 
     def stop(self) -> None:
+        if self._backward is not None:
+            torch.Tensor.backward = self._backward
+            self._backward = None
         mode, self._mode = self._mode, None
         if mode is None:
+            self._drop_stale()
             return
         if _on_top(mode):
             mode.__exit__(None, None, None)

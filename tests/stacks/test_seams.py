@@ -182,3 +182,21 @@ def test_joining_reducer_stays_one_process_without_a_group():
     stats = object()
     assert reducer.combine(get_engine("torch"), [], stats) is stats
     assert (reducer.rank, reducer.world_size, reducer.signalled, reducer.inner) == (None, 1, False, None)
+
+
+def test_loss_backward_ends_the_recording_before_backward_runs():
+    """``loss.backward()`` under an active function mode would run inside the mode's handler, where
+    the mode cannot be removed: the recorder ends itself first, so backward and everything after
+    it run without it."""
+    backward = torch.Tensor.__dict__["backward"]
+    recorder = get_engine("torch").record_graph_ops(lambda filename: True, 8)
+    depth = torch._C._len_torch_function_stack()
+    x = torch.ones(2, requires_grad=True)
+    recorder.start()
+    assert torch.Tensor.__dict__["backward"] is not backward
+    loss = (x * 2).sum()
+    loss.backward()
+    assert torch._C._len_torch_function_stack() == depth and torch.Tensor.__dict__["backward"] is backward
+    recorded = len(recorder.records)
+    (x * 3).sum()
+    assert len(recorder.records) == recorded == 2 and x.grad.tolist() == [2.0, 2.0]

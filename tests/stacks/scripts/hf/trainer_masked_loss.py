@@ -2,7 +2,7 @@
 mean over the tokens; the fourth batch is all padding, so mask.sum() is 0 and the loss is 0/0.
 
 Arguments: STEPS (6) and PADDED_BATCH (3; -1: none). With STEP_TIMES=FILE in the environment, the
-time at the end of each optimizer step is written there (tests/benchmarks/bench_stacks.py)."""
+wall-clock and CPU time at the end of each optimizer step are written there (tests/benchmarks/bench_stacks.py)."""
 import json
 import os
 import sys
@@ -46,7 +46,7 @@ class StepTimes(TrainerCallback):
         self.times = []
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.times.append(time.perf_counter())
+        self.times.append((time.perf_counter(), time.process_time()))
 
 
 torch.manual_seed(0)
