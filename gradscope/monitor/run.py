@@ -47,6 +47,11 @@ LOSS_GRAPH_NODES = 64
 PASS_THROUGH: set[Any] = set()
 
 
+#: The monitors attached in this process (a process forked from one holds its parent's: the
+#: monitor of a followed rank closes them first).
+ATTACHED: list["RunMonitor"] = []
+
+
 def _passes_through(function: Callable) -> Callable:
     PASS_THROUGH.add(function.__code__)
     return function
@@ -202,6 +207,8 @@ class RunMonitor:
         """Register the global hooks of ``engine`` and wrap its backward entry points."""
         if engine in self._engines:
             return
+        if self not in ATTACHED:
+            ATTACHED.append(self)
         self._engines.append(engine)
         if self.options.stops:
             self._handles.append(engine.register_module_forward_pre_hook(
@@ -234,6 +241,8 @@ class RunMonitor:
 
     def close(self) -> None:
         """Remove every hook and restore the wrapped entry points (idempotent)."""
+        if self in ATTACHED:
+            ATTACHED.remove(self)
         for handle in self._handles:
             handle.remove()
         self._handles.clear()

@@ -42,8 +42,10 @@ class FollowedRank:
     def __call__(self, index: int, *args: Any) -> Any:
         from gradscope.engines import get_engine
         from gradscope.monitor.distributed import JoiningReducer
-        from gradscope.monitor.run import RunMonitor, StopRun
+        from gradscope.monitor.run import ATTACHED, RunMonitor, StopRun
 
+        for inherited in list(ATTACHED):  # forked from the script's process: its monitor came along
+            inherited.close()
         reducer = JoiningReducer(lambda: True)
         monitor = RunMonitor(self.options, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer)
         monitor.attach(get_engine("gradscope"))

@@ -197,15 +197,17 @@ def test_lightning_devices_2_launching_its_own_rank_is_followed():
 
 
 # ---------------------------------------------------------------------------- plain DDP, torch.multiprocessing.spawn
-def test_ranks_started_with_multiprocessing_spawn_are_followed():
-    """The script's own process trains nothing; the two processes torch.multiprocessing.spawn
-    starts are watched, their steps combined, and the report is theirs: rank 1 was handed a NaN
-    at its step 1 (element 2 of its batch), at the line that called the model."""
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_ranks_started_with_torch_multiprocessing_are_followed(start):
+    """The script's own process trains nothing; the two processes torch.multiprocessing starts
+    (spawn, or start_processes with fork, whose children inherit the script's monitor) are
+    watched, their steps combined, and the report is theirs: rank 1 was handed a NaN at its
+    step 1 (element 2 of its batch), at the line that called the model."""
     dist = pytest.importorskip("torch.distributed")
     if not (dist.is_available() and dist.is_gloo_available()):
         pytest.skip("torch.distributed with gloo is not available")
     script = SCRIPTS / "ddp" / "spawn_two.py"
-    code, document, stderr = _run("ddp", script.name, "--bad")
+    code, document, stderr = _run("ddp", script.name, "--bad", *(["--fork"] if start == "fork" else []))
     assert code == 1
     assert _origin(document) == {"step": 1, "rank": 1, "phase": "forward", "module": None, "node": None,
                                  "source": f"{script.name}:{_line(script, 'loss = model(batch)')}", "kind": "nan"}

@@ -1,5 +1,6 @@
-"""Plain DDP whose ranks the script starts itself with torch.multiprocessing.spawn. With --bad,
-the batch of rank 1 at step 1 holds a NaN (element 2)."""
+"""Plain DDP whose ranks the script starts itself with torch.multiprocessing.spawn (with --fork:
+start_processes with the fork start method). With --bad, the batch of rank 1 at step 1 holds a
+NaN (element 2)."""
 import os
 import sys
 
@@ -36,4 +37,7 @@ if __name__ == "__main__":
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    mp.spawn(train, args=(2, port, "--bad" in sys.argv), nprocs=2)
+    if "--fork" in sys.argv:
+        mp.start_processes(train, args=(2, port, "--bad" in sys.argv), nprocs=2, start_method="fork")
+    else:
+        mp.spawn(train, args=(2, port, "--bad" in sys.argv), nprocs=2)
