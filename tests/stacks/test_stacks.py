@@ -117,6 +117,20 @@ def test_hf_trainer_masked_mean_nan_is_named_in_the_loss_computation():
     _history_agrees(document, 3)
 
 
+def test_hf_trainer_healthy_run_is_unchanged_by_watching():
+    """Without a padded batch: the same output as ``python SCRIPT`` (the Trainer's own logged
+    losses and gradient norms), exit 0, one record per optimizer step with the Trainer's losses."""
+    pytest.importorskip("transformers")
+    plain = subprocess.run([sys.executable, "trainer_masked_loss.py", "5", "-1"], cwd=SCRIPTS / "hf", env=_env(),
+                           capture_output=True, text=True, timeout=TIMEOUT)
+    code, document, stderr = _run("hf", "trainer_masked_loss.py", "5", "-1")
+    logged = [line for line in plain.stdout.splitlines() if line.startswith("step ")]
+    assert plain.returncode == code == 0 and document["status"] == "ok" and len(logged) == 5
+    assert [line for line in stderr.splitlines() if line.startswith("step ")] == logged
+    losses = [float(line.split()[3]) for line in logged]
+    assert [record["loss"] for record in document["history"]] == pytest.approx(losses, rel=1e-6)
+
+
 # ---------------------------------------------------------------------------- accelerate: the targets
 def test_accelerate_loop_nan_made_from_targets_names_the_operation_and_line():
     """log() of a negative target: no autograd node made the NaN (the targets need no gradient),
