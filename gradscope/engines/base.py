@@ -309,11 +309,10 @@ class Engine:
 class GraphOpRecorder:
     """Records the operations that return floating-point tensors while it is started.
 
-    State: ``records``, a sequence of ``(output, node, (file, line) | None, operation, input_ids)``,
-    one per such operation, in the order they ran: ``node`` is the
-    output's autograd node (None when its inputs need no gradient), ``operation`` the function's
-    name (``"log"``), ``input_ids`` the ``id()`` of its tensor arguments. Outputs are kept until
-    :meth:`clear`. Starting and stopping may happen in different hooks; :meth:`stop` when not
+    State: ``records``, a sequence of ``(output, node, (file, line) | None, operation, inputs)``,
+    one per such operation, in the order they ran: ``node`` is the output's autograd node (None
+    when its inputs need no gradient), ``operation`` the function called (``torch.log``),
+    ``inputs`` its ``(args, kwargs)``. Outputs and inputs are kept until :meth:`clear`. Starting and stopping may happen in different hooks; :meth:`stop` when not
     started does nothing.
     """
 

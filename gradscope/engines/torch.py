@@ -141,17 +141,22 @@ class _TorchGraphOpRecorder(GraphOpRecorder):
         self.records.clear()
 
     def saw(self, func: Any, args: tuple, kwargs: dict | None, out: Any) -> None:
-        if isinstance(out, (tuple, list)):
-            out = next((item for item in out if isinstance(item, torch.Tensor)), None)
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        if type(out) is not torch.Tensor:
+            if not isinstance(out, (tuple, list)):
+                if not isinstance(out, torch.Tensor):
+                    return
+            else:
+                out = next((item for item in out if isinstance(item, torch.Tensor)), None)
+                if out is None:
+                    return
+        if not out.is_floating_point():
             return
         frame = sys._getframe(2)
-        while frame is not None and not self._follow(frame.f_code.co_filename):
+        follow = self._follow
+        while frame is not None and not follow(frame.f_code.co_filename):
             frame = frame.f_back
-        inputs = frozenset(id(value) for value in (*args, *(kwargs or {}).values()) if isinstance(value, torch.Tensor))
-        name = getattr(func, "__name__", None) or str(func)
         self.records.append((out, out.grad_fn, (frame.f_code.co_filename, frame.f_lineno) if frame is not None
-                             else None, name, inputs))
+                             else None, func, (args, kwargs)))
 
 
 def _norms(tensors: list) -> list:

@@ -558,20 +558,21 @@ class RunMonitor:
             self._loss_ops.clear()
 
     def loss_operations(self) -> list[tuple[Any, Any, tuple[str, int] | None, str]]:
-        """``(output, node, (file, line), operation)`` of the operations of this step's loss
+        """``(output, node, (file, line), operation name)`` of the operations of this step's loss
         computation, in the order they ran: those of the loss's graph (when it can tell them apart)
         and those without a node whose output one of them took in (a target transformed on its
         way into the loss). Empty when the engine cannot record them."""
         if self._loss_ops is None:
             return []
-        records = list(self._loss_ops.records)
+        records = [(output, node, frame, getattr(operation, "__name__", None) or str(operation), inputs)
+                   for output, node, frame, operation, inputs in self._loss_ops.records]
         if not self.loss_nodes:
             return [record[:4] for record in records]
         kept, consumed = [], set()
-        for output, node, frame, operation, inputs in reversed(records):
+        for output, node, frame, operation, (args, kwargs) in reversed(records):
             if (node is not None and id(node) in self.loss_nodes) or (node is None and id(output) in consumed):
                 kept.append((output, node, frame, operation))
-                consumed |= inputs
+                consumed |= {id(value) for value in (*args, *(kwargs or {}).values())}
         return kept[::-1]
 
     def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:

@@ -82,7 +82,8 @@ def test_recorder_keeps_loss_operations_with_their_line_and_leaves_the_mode_stac
     recorder.stop()
     recorder.stop()  # harmless
     assert torch._C._len_torch_function_stack() == depth
-    names = [(node.name() if node is not None else None, operation) for _, node, _, operation, _ in recorder.records]
+    names = [(node.name() if node is not None else None, operation.__name__)
+             for _, node, _, operation, _ in recorder.records]
     # x * 2, y.sum(), torch.zeros(), .sum(), /: the last 3 of 5
     assert names[1:] == [(None, "sum"), ("DivBackward0", "div")] and names[0][0] is None
     assert {frame for _, _, frame, _, _ in recorder.records} == {(__file__, line)}
