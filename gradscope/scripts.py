@@ -11,6 +11,7 @@ engine's hooks are attached only if the script uses that engine.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -27,7 +28,8 @@ from gradscope.utils.usercode import ImportScope, describe_raise, describe_synta
 # gradscope's monitor package: its frames are left out of the script's traceback.
 _MONITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor")
 
-__all__ = ["ScriptError", "ScriptNotFound", "ScriptResult", "check_module", "check_script", "run_module", "run_script",
+__all__ = ["ProcessFollower", "ScriptError", "ScriptNotFound", "ScriptResult", "check_module", "check_script",
+           "run_module", "run_script",
            "when_imported"]
 
 
@@ -317,3 +319,75 @@ def when_imported(name: str, callback: Callable[[], None]) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(watcher)
+
+
+#: Environment variables that mark a process started for one rank of a distributed job.
+RANK_VARIABLES = ("LOCAL_RANK", "RANK")
+
+
+class ProcessFollower:
+    """Follows the processes a script starts to run itself again (one per rank, as Lightning's
+    ``devices=N`` launcher does), the way coverage tools follow subprocesses.
+
+    While active (``with follower:``), ``subprocess.Popen`` of ``python SCRIPT ARGS`` (the same
+    script file) becomes ``python -m gradscope run OPTIONS SCRIPT ARGS`` with ``marker`` set in its
+    environment, so that the new process is watched too. Another process started with a rank in
+    its environment (``LOCAL_RANK``/``RANK``) cannot be followed: it is listed in :attr:`unfollowed`.
+
+    Args:
+        script: the script being run.
+        child_arguments: ``child_arguments(script, args)``: the interpreter arguments that run
+            ``gradscope run`` on ``script`` with the same options.
+        marker: ``(name, value)`` of the environment variable that tells the new process it was
+            followed.
+    """
+
+    def __init__(self, script: str, child_arguments: Callable[[str, list[str]], list[str]],
+                 marker: tuple[str, str]) -> None:
+        self.script = os.path.realpath(script)
+        self.child_arguments = child_arguments
+        self.marker = marker
+        self.followed: list[list[str]] = []
+        self.unfollowed: list[list[str]] = []
+        self._original: Any = None
+
+    def __enter__(self) -> "ProcessFollower":
+        import subprocess
+
+        self._original = subprocess.Popen.__init__
+        original, follower = self._original, self
+
+        @functools.wraps(original)
+        def __init__(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+            args, kwargs = follower._rewrite(args, rest, kwargs)
+            original(popen, args, *rest, **kwargs)
+
+        subprocess.Popen.__init__ = __init__
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        import subprocess
+
+        if self._original is not None:
+            subprocess.Popen.__init__ = self._original
+            self._original = None
+
+    def _rewrite(self, args: Any, rest: tuple, kwargs: dict) -> tuple[Any, dict]:
+        if not isinstance(args, (list, tuple)) or rest or kwargs.get("shell"):
+            return args, kwargs
+        command = [os.fspath(part) for part in args]
+        environment = kwargs.get("env")
+        ranked = any(name in (environment if environment is not None else os.environ) for name in RANK_VARIABLES)
+        if len(command) >= 2 and _is_python(command[0]) and os.path.realpath(command[1]) == self.script:
+            child = dict(environment if environment is not None else os.environ)
+            child[self.marker[0]] = self.marker[1]
+            self.followed.append(command)
+            return [command[0], *self.child_arguments(command[1], command[2:])], {**kwargs, "env": child}
+        if ranked and command and _is_python(command[0]):
+            self.unfollowed.append(command)
+        return args, kwargs
+
+
+def _is_python(executable: str) -> bool:
+    return os.path.realpath(executable) == os.path.realpath(sys.executable) or \
+        os.path.basename(executable).startswith("python")

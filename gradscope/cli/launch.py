@@ -26,10 +26,14 @@ from typing import Any
 
 from gradscope.cli.app import App, ExitCode
 
-__all__ = ["RESULT_ENV", "Worker", "launch"]
+__all__ = ["FOLLOWED_ENV", "RESULT_ENV", "Worker", "launch"]
 
 #: The environment variable through which :func:`launch` tells rank 0 where to write its result.
 RESULT_ENV = "GRADSCOPE_RUN_RESULT"
+
+#: Set in the environment of a process that ``gradscope run`` followed: the script started it to
+#: run itself for another rank (see :class:`gradscope.scripts.ProcessFollower`).
+FOLLOWED_ENV = "GRADSCOPE_RUN_FOLLOWED"
 
 
 @dataclass(frozen=True)
@@ -40,15 +44,21 @@ class Worker:
         rank: the global rank (0 outside a launcher).
         world_size: the number of processes (1 outside a launcher).
         result_path: where rank 0 writes its result for :func:`launch` (None under a plain ``torchrun``).
+        followed: the script started this process for another rank and ``gradscope run`` followed it:
+            it watches and combines its steps with the other ranks, and the process that started it
+            prints the report.
     """
 
     rank: int = 0
     world_size: int = 1
     result_path: str | None = None
+    followed: bool = False
 
     @classmethod
     def from_environment(cls) -> "Worker":
         """The worker described by ``RANK`` and ``WORLD_SIZE`` (one process when they are unset)."""
+        if os.environ.get(FOLLOWED_ENV):
+            return cls(rank=int(os.environ.get("LOCAL_RANK", "1") or 1), followed=True)
         rank, world = os.environ.get("RANK", ""), os.environ.get("WORLD_SIZE", "")
         if not (rank.isdigit() and world.isdigit()) or int(world) < 2:
             return cls()
@@ -62,19 +72,22 @@ class Worker:
     @property
     def prints_report(self) -> bool:
         """True for the process that prints the report and writes the log (rank 0 without :func:`launch`)."""
-        return self.rank == 0 and self.result_path is None
+        return self.rank == 0 and self.result_path is None and not self.followed
 
     @property
     def writes_log(self) -> bool:
         """True for the process that appends to ``--log`` (rank 0)."""
-        return self.rank == 0
+        return self.rank == 0 and not self.followed
 
-    def reducer(self) -> Any:
-        """The step reducer for this process."""
+    def reducer(self, peers_followed: Any = None) -> Any:
+        """The step reducer for this process. One process that may start its own ranks joins them
+        once its process group is up, if ``peers_followed()`` says every one is followed."""
+        from gradscope.monitor.distributed import DistributedReducer, JoiningReducer
+
+        if self.followed:
+            return JoiningReducer(lambda: True)
         if not self.distributed:
-            return None
-        from gradscope.monitor.distributed import DistributedReducer
-
+            return JoiningReducer(peers_followed) if peers_followed is not None else None
         return DistributedReducer(self.rank, self.world_size)
 
     def finish(self, report: Any, code: int, lines: list[str]) -> int:

@@ -167,7 +167,12 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         if status is not None:
             status.show(run_line(record))
 
-    reducer = worker.reducer()
+    from gradscope.cli.launch import FOLLOWED_ENV, worker_arguments
+    from gradscope.scripts import ProcessFollower
+
+    follower = ProcessFollower(script, lambda path, rest: worker_arguments(options, output_format, None, app.debug,
+                                                                          path, rest), (FOLLOWED_ENV, "1"))
+    reducer = worker.reducer(lambda: bool(follower.followed) and not follower.unfollowed)
     monitor = RunMonitor(options, on_step=on_step, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer,
                          on_failure=None if debugger is None else _open_debugger(app, debugger or None, conditions,
                                                                                  status))
@@ -177,7 +182,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     interrupt: KeyboardInterrupt | None = None
     try:
         monitor.attach(get_engine("gradscope"))
-        with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), monitor.reducer.deferred_signals():
+        with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), monitor.reducer.deferred_signals(), \
+                follower:
             try:
                 with output_below(status), quiet_numpy():
                     result = (run_module if module else run_script)(script, args)
@@ -204,6 +210,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
         sys.stderr.write(result.message + "\n")
         sys.stderr.flush()
     label = f"-m {script}" if module else script
+    monitor.notes.extend(_process_notes(follower, reducer))
     report = monitor.report(label, interrupted=interrupt is not None, error=error is not None)
     lines: list[str] = []
     if error is not None:
@@ -245,6 +252,21 @@ def _open_debugger(app: App, commands: list[str] | None, conditions: tuple[str, 
                        engine=failing.engine)
 
     return open_debugger
+
+
+def _process_notes(follower: Any, reducer: Any) -> list[str]:
+    """What the report says about the processes the script started for other ranks."""
+    notes = []
+    if follower.followed:
+        count = len(follower.followed)
+        joined = getattr(reducer, "inner", None) is not None
+        notes.append(f"the script started {count} process{'es' if count != 1 else ''} of its own to run itself "
+                     f"for other ranks; gradscope followed {'them' if count != 1 else 'it'}"
+                     + (f" and combined every step over the {reducer.world_size} ranks" if joined else ""))
+    for command in follower.unfollowed:
+        notes.append(f"the script started a process for another rank that gradscope could not follow and did "
+                     f"not watch: {' '.join(command)} (gradscope run --nproc N starts and watches every rank)")
+    return notes
 
 
 def print_report(app: App, report: Any, output_format: str) -> None:

@@ -322,6 +322,22 @@ class Engine:
         ``get_scale()``), or None when the engine has none."""
         return None
 
+    def process_start_entry_points(self) -> list[tuple[Any, str]]:
+        """``(owner, attribute)`` pairs of the functions through which a script starts processes for
+        its ranks (``torch.multiprocessing.start_processes``, called as ``start_processes(fn,
+        args=(), nprocs=1, ...)``); ``gradscope run`` wraps them to follow those processes."""
+        return []
+
+    def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> "GraphOpRecorder | None":
+        """A :class:`GraphOpRecorder` for the operations run outside the model (the loss
+        computation), or None when the engine cannot record them (gradscope's engine: a NaN the
+        loss computation makes is then reported without node or line).
+
+        ``follow(filename)`` tells the user's files: each record keeps the innermost such frame.
+        Only the last ``limit`` records are kept.
+        """
+        return None
+
     def is_compiled_module(self, module: Any) -> bool:
         """True if ``module`` is a compiled wrapper whose inner modules' hooks are not observed."""
         return False
@@ -365,6 +381,31 @@ class Engine:
         """The module to call when re-running ``module`` on this process alone (a data-parallel
         wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""
         return module
+
+
+class GraphOpRecorder:
+    """Records the operations that return floating-point tensors while it is started.
+
+    State: ``records``, a sequence of ``(output, node, (file, line) | None, operation, inputs)``,
+    one per such operation, in the order they ran: ``node`` is the output's autograd node (None
+    when its inputs need no gradient), ``operation`` the function called (``torch.log``),
+    ``inputs`` its ``(args, kwargs)``. Outputs and inputs are kept until :meth:`clear`. Starting and stopping may happen in different hooks; :meth:`stop` when not
+    started does nothing.
+    """
+
+    engine: Engine
+
+    def start(self) -> None:
+        """Record from now on."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop recording (the records stay)."""
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        """Forget the records."""
+        raise NotImplementedError
 
 
 class GradientNormTaps:

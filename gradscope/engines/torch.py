@@ -7,17 +7,21 @@ with a float64 norm of that tensor alone before it is reported (a rare, slow pat
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import math
 import re
 import sys
+import traceback
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from gradscope.engines import torch_private as private
-from gradscope.engines.base import Engine, NonFiniteOp, OpTrace, stack_of
+from gradscope.engines.base import Engine, GraphOpRecorder, NonFiniteOp, OpTrace, stack_of
 from gradscope.engines.torch_private import TorchDispatchMode, tree_leaves
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -59,6 +63,99 @@ class _NonFiniteOps(TorchDispatchMode):
     def __exit__(self, *exc_info: Any) -> Any:
         self._read_nodes()
         return super().__exit__(*exc_info)
+
+
+class _GraphOpMode(TorchFunctionMode):
+    """Passes every torch function through and shows it to the recorder (None: inert)."""
+
+    def __init__(self, recorder: "_TorchGraphOpRecorder") -> None:
+        super().__init__()
+        self.recorder: _TorchGraphOpRecorder | None = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self.recorder is not None:
+            self.recorder.saw(func, args, kwargs, out)
+        return out
+
+
+def _on_top(mode: Any) -> bool:
+    depth = torch._C._len_torch_function_stack()
+    return bool(depth) and torch._C._get_function_stack_at(depth - 1) is mode
+
+
+class _TorchGraphOpRecorder(GraphOpRecorder):
+    """:class:`GraphOpRecorder` through a torch function mode pushed while it is started.
+
+    ``loss.backward()`` would run inside the mode's handler (a tensor method under an active mode),
+    where the mode is off the stack and cannot be removed; so while started, ``Tensor.backward``
+    is wrapped to stop recording before it starts.
+    """
+
+    def __init__(self, engine: Engine, follow: Callable[[str], bool], limit: int) -> None:
+        self.engine = engine
+        self.records: collections.deque = collections.deque(maxlen=limit)
+        self._follow = follow
+        self._mode: _GraphOpMode | None = None
+        self._stale: list[_GraphOpMode] = []
+        self._backward: Any = None
+
+    def start(self) -> None:
+        self._drop_stale()
+        if self._mode is None and not torch.compiler.is_compiling():
+            self._mode = _GraphOpMode(self)
+            self._mode.__enter__()
+            if self._backward is None:
+                self._backward = torch.Tensor.__dict__["backward"]
+                torch.Tensor.backward = self._stop_then(self._backward)
+
+    def _stop_then(self, backward: Callable) -> Callable:
+        @functools.wraps(backward)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.stop()
+            return backward(*args, **kwargs)
+
+        return wrapper
+
+    def stop(self) -> None:
+        if self._backward is not None:
+            torch.Tensor.backward = self._backward
+            self._backward = None
+        mode, self._mode = self._mode, None
+        if mode is None:
+            self._drop_stale()
+            return
+        if _on_top(mode):
+            mode.__exit__(None, None, None)
+        else:  # the script pushed a mode of its own above it: leave it there, inert, until it is on top
+            mode.recorder = None
+            self._stale.append(mode)
+        self._drop_stale()
+
+    def _drop_stale(self) -> None:
+        while self._stale and _on_top(self._stale[-1]):
+            self._stale.pop().__exit__(None, None, None)
+
+    def clear(self) -> None:
+        self.records.clear()
+
+    def saw(self, func: Any, args: tuple, kwargs: dict | None, out: Any) -> None:
+        if type(out) is not torch.Tensor:
+            if not isinstance(out, (tuple, list)):
+                if not isinstance(out, torch.Tensor):
+                    return
+            else:
+                out = next((item for item in out if isinstance(item, torch.Tensor)), None)
+                if out is None:
+                    return
+        if not out.is_floating_point():
+            return
+        frame = sys._getframe(2)
+        follow = self._follow
+        while frame is not None and not follow(frame.f_code.co_filename):
+            frame = frame.f_back
+        self.records.append((out, out.grad_fn, (frame.f_code.co_filename, frame.f_lineno) if frame is not None
+                             else None, func, (args, kwargs)))
 
 
 def _norms(tensors: list) -> list:
@@ -249,6 +346,18 @@ class TorchEngine(Engine):
 
     def gradient_scaler_class(self) -> type | None:
         return torch.amp.GradScaler
+
+    def process_start_entry_points(self) -> list[tuple[Any, str]]:
+        import torch.multiprocessing
+
+        spawning = sys.modules.get("torch.multiprocessing.spawn")
+        points = [(torch.multiprocessing, "start_processes")]
+        if spawning is not None and hasattr(spawning, "start_processes"):
+            points.append((spawning, "start_processes"))  # what torch.multiprocessing.spawn calls
+        return points
+
+    def record_graph_ops(self, follow: Callable[[str], bool], limit: int) -> GraphOpRecorder | None:
+        return _TorchGraphOpRecorder(self, follow, limit)
 
     def is_compiled_module(self, module: Any) -> bool:
         return private.compiled_original(module) is not None

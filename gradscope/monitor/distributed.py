@@ -38,7 +38,7 @@ from gradscope.monitor.stats import module_of
 if TYPE_CHECKING:
     from gradscope.monitor.run import RunMonitor
 
-__all__ = ["DistributedReducer", "StepReducer", "rank_figures"]
+__all__ = ["DistributedReducer", "JoiningReducer", "StepReducer", "rank_figures"]
 
 #: Phases of a rank's first non-finite value, in the order they happen within a step.
 PHASE_NONE, PHASE_OUTPUT, PHASE_LOSS, PHASE_GRADIENT = 0, 1, 2, 3
@@ -71,11 +71,12 @@ class StepReducer:
         return localize(monitor, engine, loss, stats, step)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
-                         options: Any) -> NonFiniteOrigin | None:
+                         options: Any, gradient_norms: dict[str, float | None] | None = None
+                         ) -> NonFiniteOrigin | None:
         """An ``update`` origin if a watched parameter is non-finite, else None (the end-of-run check)."""
         from gradscope.monitor.run_localize import parameter_origin
 
-        return parameter_origin(engine, parameters, optimizer, step, options)
+        return parameter_origin(engine, parameters, optimizer, step, options, gradient_norms)
 
     @contextlib.contextmanager
     def deferred_signals(self) -> Iterator[None]:
@@ -224,11 +225,12 @@ class DistributedReducer(StepReducer):
         return dataclasses.replace(chosen, rank=rank)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
-                         options: Any) -> NonFiniteOrigin | None:
+                         options: Any, gradient_norms: dict[str, float | None] | None = None
+                         ) -> NonFiniteOrigin | None:
         """Collective (every rank that reaches the end of the script calls it): each rank checks its
         own parameters (its shards under FSDP2), and the first rank that holds a non-finite one is
         the origin on every rank. Without a process group, the local check."""
-        local = super().parameter_origin(engine, parameters, optimizer, step, options)
+        local = super().parameter_origin(engine, parameters, optimizer, step, options, gradient_norms)
         group = self._group(engine)
         if group is None:
             return local
@@ -287,6 +289,60 @@ class DistributedReducer(StepReducer):
     def _honour_signal_alone(self) -> None:
         if self._signal is not None:
             self._interrupt(self._signal)
+
+
+class JoiningReducer(StepReducer):
+    """One process until the script's default process group is up with more than one rank and
+    ``joins()`` says every other rank is watched too; from then on a :class:`DistributedReducer`
+    on that group (with the rank and size the group has).
+
+    For the processes of a script that starts its own ranks (Lightning's ``devices=N`` re-runs the
+    script for each other rank): every one of them must combine each step, or the first
+    collective would wait for a rank that never sends it, so a process joins only when all are
+    followed.
+    """
+
+    def __init__(self, joins: Any) -> None:
+        self._joins = joins
+        self.inner: DistributedReducer | None = None
+
+    @property
+    def rank(self) -> int | None:  # type: ignore[override]
+        return None if self.inner is None else self.inner.rank
+
+    @property
+    def world_size(self) -> int:  # type: ignore[override]
+        return 1 if self.inner is None else self.inner.world_size
+
+    @property
+    def signalled(self) -> bool:
+        return self.inner is not None and self.inner.signalled
+
+    def _current(self, engine: Engine) -> StepReducer:
+        if self.inner is None and self._joins():
+            group = engine.process_group()
+            if group is not None and group.world_size > 1:
+                self.inner = DistributedReducer(group.rank, group.world_size)
+        return self.inner or StepReducer()
+
+    def combine(self, engine: Engine, parameters: Sequence[tuple[str, Any]], stats: Any) -> Any:
+        return self._current(engine).combine(engine, parameters, stats)
+
+    def combine_squares(self, engine: Engine, parameters: Sequence[tuple[str, Any]],
+                        squares: list[float | None]) -> list[float | None]:
+        return self._current(engine).combine_squares(engine, parameters, squares)
+
+    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
+        return self._current(engine).localize(monitor, engine, loss, stats, step)
+
+    def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
+                         options: Any, gradient_norms: dict[str, float | None] | None = None
+                         ) -> NonFiniteOrigin | None:
+        return self._current(engine).parameter_origin(engine, parameters, optimizer, step, options, gradient_norms)
+
+    def release(self) -> None:
+        if self.inner is not None:
+            self.inner.release()
 
 
 _FSDP1 = ("the model is wrapped in FSDP (v1) FullyShardedDataParallel, whose forward gathers parameters on every "

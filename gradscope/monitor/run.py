@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,7 +38,7 @@ from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.run_health import ParameterChanges, run_findings
 from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
-from gradscope.monitor.tracing import join_path
+from gradscope.monitor.tracing import is_user_file, join_path
 
 __all__ = ["FailingStep", "LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 
@@ -47,6 +51,11 @@ LOSS_GRAPH_NODES = 64
 #: scaler's ``scale``/``step``): an exception raised by the call they wrap is the script's, not
 #: gradscope's (see ``gradscope.cli.run``).
 PASS_THROUGH: set[Any] = set()
+
+
+#: The monitors attached in this process (a process forked from one holds its parent's: the
+#: monitor of a followed rank closes them first).
+ATTACHED: list["RunMonitor"] = []
 
 
 def _passes_through(function: Callable) -> Callable:
@@ -111,6 +120,10 @@ class RootCall:
         rng: the engine's random generator state just before the call.
         outputs: the tensors it returned.
         grad_outputs: the gradients that reached ``outputs`` (filled during backward).
+        forward: the ``forward`` the module's instance held when it was called (a wrapper that
+            redirects the call, such as Lightning's DDP forward redirection to ``training_step``),
+            None when it used its class's own: the re-run calls the same.
+        call_site: ``(file, line)`` of the user's code that called the model, or None.
     """
 
     engine: Engine
@@ -121,6 +134,8 @@ class RootCall:
     rng: Any
     outputs: list
     grad_outputs: list = field(default_factory=list)
+    forward: Any = None
+    call_site: tuple[str, int] | None = None
     handles: list = field(default_factory=list)  # the hooks that fill grad_outputs
 
     def release(self) -> None:
@@ -152,9 +167,9 @@ class FailingStep:
 
 
 def _rerun_surrogate(engine: Engine, call: RootCall) -> Any:
-    if call.rng is not None:
-        engine.set_rng_state(call.rng)
-    outputs = engine.tensors_in(engine.local_module(call.module)(*call.args, **call.kwargs))
+    from gradscope.monitor.run_localize import _call_again
+
+    outputs = engine.tensors_in(_call_again(engine, call))  # (the same call: a forward redirection too)
     terms = [(output * grad.detach()).sum() for output, grad in zip(outputs, call.grad_outputs)
              if grad is not None and output.requires_grad]
     total = terms[0]
@@ -230,7 +245,10 @@ class RunMonitor:
         self._parameters: list[tuple[str, Any]] = []
         self._parameter_slots: list[tuple[Any, str]] = []
         self._parameter_modules: list[str] = []
-        self._rng_before: dict[int, Any] = {}
+        # per module, a stack of (random state, instance-level forward) before each call still running
+        self._before_call: dict[int, list[tuple[Any, Any]]] = {}
+        self._loss_ops: Any = None
+        self.loss_nodes: set[int] = set()
         self.root_calls: list[RootCall] = []
         # (module key, engine.activation_summary(output), the summary with -inf counted as finite
         # when --allow-inf may apply to a module not named yet, else None) of each module output
@@ -256,12 +274,17 @@ class RunMonitor:
         self.parameter_changes = ParameterChanges()
         self._optimizers: dict[int, Any] = {}
         self._spikes_judged = False
+        self._spawned: list[tuple[str, int, str]] = []
+        self._spawn_directory: str | None = None
+        self._spawn_reports: list[RunReport | None] = []
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
         """Register the global hooks of ``engine`` and wrap its backward entry points."""
         if engine in self._engines:
             return
+        if self not in ATTACHED:
+            ATTACHED.append(self)
         self._engines.append(engine)
         if self.options.stops:
             self._handles.append(engine.register_module_forward_pre_hook(
@@ -281,6 +304,10 @@ class RunMonitor:
             original = getattr(owner, attribute)
             self._patches.append((owner, attribute, original))
             setattr(owner, attribute, self._wrap_teardown(engine, original))
+        for owner, attribute in engine.process_start_entry_points():
+            original = getattr(owner, attribute)
+            self._patches.append((owner, attribute, original))
+            setattr(owner, attribute, self._wrap_process_start(original))
         scaler = engine.gradient_scaler_class()
         if scaler is not None:
             for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
@@ -290,9 +317,14 @@ class RunMonitor:
 
     def close(self) -> None:
         """Remove every hook and restore the wrapped entry points (idempotent)."""
+        if self in ATTACHED:
+            ATTACHED.remove(self)
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._loss_ops is not None:
+            self._loss_ops.stop()
+            self._loss_ops = None
         for owner, attribute, original in reversed(self._patches):
             setattr(owner, attribute, original)
         self._patches.clear()
@@ -395,12 +427,19 @@ class RunMonitor:
         key = id(module)
         if key in self._ignored or (key in self._names and self._root_of(module) is None):
             return
-        self._rng_before[key] = engine.get_rng_state()
+        if key not in self._names and not any(p.requires_grad for p in module.parameters()):
+            return  # a parameter-free module (a loss module): never a model, part of the loss computation
+        self._pause_loss_ops()
+        # what the call will run: an instance-level forward set just for this call (a redirection)
+        forward = getattr(engine.local_module(module), "__dict__", {}).get("forward")
+        self._before_call.setdefault(key, []).append((engine.get_rng_state(), forward))
 
     def _on_forward(self, engine: Engine, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         if self._skip(engine):
             return
         key = id(module)
+        before = self._before_call.get(key)
+        rng, forward = before.pop() if before else (None, None)
         if key not in self._names:
             if key in self._ignored:
                 return
@@ -419,11 +458,29 @@ class RunMonitor:
         outputs = self._keep_activations(engine, key, output, root=root is not None)
         if root is None or not outputs:
             return
-        call = RootCall(engine, module, root.prefix, args, kwargs, self._rng_before.pop(key, None), outputs,
-                        [None] * len(outputs))
+        call = RootCall(engine, module, root.prefix, args, kwargs, rng, outputs, [None] * len(outputs),
+                        forward=forward, call_site=_user_call_site())
         for index, tensor in enumerate(outputs):
             call.handles.append(tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index)))
         self.root_calls.append(call)
+        if not engine.is_compiled_module(module):
+            self._record_loss_ops(engine)
+
+    def _record_loss_ops(self, engine: Engine) -> None:
+        """The model returned: the loss computation starts, outside every module of the model. Its
+        operations (the last ``4 * LOSS_GRAPH_NODES``) are remembered with the user's line until
+        backward, so that a NaN/Inf it makes can be named like one a module makes."""
+        if self._loss_ops is None or self._loss_ops.engine is not engine:
+            if self._loss_ops is not None:
+                self._loss_ops.stop()
+            self._loss_ops = engine.record_graph_ops(is_user_file, LOSS_GRAPH_NODES * 4)
+            if self._loss_ops is None:
+                return
+        self._loss_ops.start()
+
+    def _pause_loss_ops(self) -> None:
+        if self._loss_ops is not None:
+            self._loss_ops.stop()
 
     def _keep_activations(self, engine: Engine, key: int, output: Any, root: bool) -> list:
         """The module's outputs that are part of the graph. Of an inner module's, a summary is
@@ -449,6 +506,7 @@ class RunMonitor:
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
             if self.localizing or self._in_backward or engine.is_compiling():
                 return original(tensors, *args, **kwargs)
+            self._pause_loss_ops()
             self._before_backward()
             loss = _scalar_of(engine, tensors)
             handles = self._hook_loss_graph(loss) if self.options.stops and loss is not None else []
@@ -465,11 +523,15 @@ class RunMonitor:
         return backward
 
     def _wrap_scale(self, original: Callable) -> Callable:
+        """A pass counts as scaled only when the scaler did scale: a disabled scaler (``enabled=False``,
+        or one that disabled itself without CUDA) returns the loss unchanged, and its gradients are
+        checked like any other."""
         @_passes_through
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
-            self._scaled = (result, scaler)
+            if result is not outputs and scaler.is_enabled():
+                self._scaled = (result, scaler)
             return result
 
         return scale
@@ -491,6 +553,26 @@ class RunMonitor:
             return result
 
         return step
+
+    def _wrap_process_start(self, original: Callable) -> Callable:
+        """The script starts processes that run one of its functions (``torch.multiprocessing.spawn``):
+        each runs the function under a monitor of its own (:mod:`gradscope.monitor.run_spawn`), and
+        the report of their rank 0 becomes this run's."""
+        @_passes_through
+        @functools.wraps(original)
+        def start_processes(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            from gradscope.monitor.run_spawn import FollowedRank
+
+            if self.localizing or isinstance(fn, FollowedRank):
+                return original(fn, *args, **kwargs)
+            count = args[1] if len(args) > 1 else kwargs.get("nprocs", 1)
+            if self._spawn_directory is None:
+                self._spawn_directory = tempfile.mkdtemp(prefix="gradscope-spawn-")
+            path = os.path.join(self._spawn_directory, f"report{len(self._spawned)}.pickle")
+            self._spawned.append((getattr(fn, "__qualname__", None) or repr(fn), count, path))
+            return original(FollowedRank(fn, self.options, path), *args, **kwargs)
+
+        return start_processes
 
     def _wrap_teardown(self, engine: Engine, original: Callable) -> Callable:
         """The script tears down its process group: every rank is here with the group still up,
@@ -514,6 +596,7 @@ class RunMonitor:
         boundary = {id(t.grad_fn) for call in self.root_calls for t in call.outputs}
         handles: list[Any] = []
         seen: set[int] = set()
+        self.loss_nodes = seen
         stack = [loss.grad_fn] if loss.grad_fn is not None else []
         while stack and len(seen) < LOSS_GRAPH_NODES:
             node = stack.pop()
@@ -577,6 +660,27 @@ class RunMonitor:
                 self._check_stop(engine, loss, stats)
         self.root_calls.clear()
         self._activations.clear()
+        self.loss_nodes = set()
+        if self._loss_ops is not None:
+            self._loss_ops.clear()
+
+    def loss_operations(self) -> list[tuple[Any, Any, tuple[str, int] | None, str]]:
+        """``(output, node, (file, line), operation name)`` of the operations of this step's loss
+        computation, in the order they ran: those of the loss's graph (when it can tell them apart)
+        and those without a node whose output one of them took in (a target transformed on its
+        way into the loss). Empty when the engine cannot record them."""
+        if self._loss_ops is None:
+            return []
+        records = [(output, node, frame, getattr(operation, "__name__", None) or str(operation), inputs)
+                   for output, node, frame, operation, inputs in self._loss_ops.records]
+        if not self.loss_nodes:
+            return [record[:4] for record in records]
+        kept, consumed = [], set()
+        for output, node, frame, operation, (args, kwargs) in reversed(records):
+            if (node is not None and id(node) in self.loss_nodes) or (node is None and id(output) in consumed):
+                kept.append((output, node, frame, operation))
+                consumed |= {id(value) for value in (*args, *(kwargs or {}).values())}
+        return kept[::-1]
 
     def _allowing_inf(self, tensors: list, owners: dict[int, int]) -> list:
         """``tensors`` with the ``-inf`` of the outputs of ``--allow-inf`` modules counted as finite."""
@@ -756,14 +860,16 @@ class RunMonitor:
         params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
         if not params:
             return
+        norms = dict(self.history[-1].parameter_norms) if self.history else None
         origin = self.reducer.parameter_origin(engine, params, self._last_optimizer,
-                                               max(len(self.history) - 1, 0), self.options)
+                                               max(len(self.history) - 1, 0), self.options, norms)
         if origin is not None:
             self.origin = origin
             self.saw_nonfinite = True
 
     def report(self, script: str, interrupted: bool = False, error: bool = False) -> RunReport:
-        """The report of the steps recorded so far."""
+        """The report of the steps recorded so far (of the processes the script spawned, when it
+        trained there and not in its own process)."""
         if interrupted:
             status = "interrupted"
         elif self.saw_nonfinite:
@@ -773,24 +879,59 @@ class RunMonitor:
         else:
             status = "ok"
         notes = list(self.notes)
-        notes.extend(skip_notes(self.history))
+        history, origin = tuple(self.history), self.origin
+        spawned = self._spawned_reports()
+        for (name, count, _), report in zip(self._spawned, spawned):
+            processes = f"{count} process{'es' if count != 1 else ''}"
+            if report is None:
+                notes.append(f"the script started {processes} running {name}() with torch.multiprocessing; "
+                             "gradscope followed them, but their rank 0 left no report: they were not watched")
+                continue
+            notes.append(f"the script started {processes} running {name}() with torch.multiprocessing; "
+                         "gradscope followed them and combined every step over their ranks")
+            notes.extend(report.notes)
+            if not history and origin is None:  # the training ran there
+                history, origin = report.history, report.first_nonfinite
+                if report.status == "nonfinite" and status in ("ok", "error"):
+                    status = "nonfinite"
+        notes.extend(skip_notes(history))
         notes.extend(spike_notes(self.spike_tracker.spikes))
         if self.stopped == "spike":
             notes.append("stopped at a spike (--on-spike stop)")
         if self.stopped == "skips":
             notes.append(f"stopped after {self.guard.max_skips} consecutive skipped steps (--max-skips)")
-        skipped = sum(1 for record in self.history if record.skipped and record.skip is None)
+        skipped = sum(1 for record in history if record.skipped and record.skip is None)
         if skipped:
             notes.append(f"{skipped} backward pass{'es were' if skipped != 1 else ' was'} not followed by an "
                          "optimizer step (skipped steps)")
         held = {id(p) for optimizer in self._optimizers.values() for group in optimizer.param_groups
                 for p in group["params"]}
-        findings, waived = run_findings(self.history, self.options.thresholds, self.options.waivers,
+        findings, waived = run_findings(history, self.options.thresholds, self.options.waivers,
                                         self.parameter_changes, [name for name, p in self._parameters if id(p) in held])
-        first = self.origin or next((record.origin for record in self.history if record.origin is not None), None)
-        return RunReport(script=script, steps_run=len(self.history), status=status, first_nonfinite=first,
-                         history=tuple(self.history), notes=tuple(notes), stopped=self.stopped,
+        first = origin or next((record.origin for record in history if record.origin is not None), None)
+        return RunReport(script=script, steps_run=len(history), status=status, first_nonfinite=first,
+                         history=history, notes=tuple(notes), stopped=self.stopped,
                          spikes=tuple(self.spike_tracker.spikes), findings=findings, waived=waived)
+
+    def _spawned_reports(self) -> list[RunReport | None]:
+        """The reports of the spawned processes' rank 0 (read once, then their folder is removed)."""
+        if self._spawn_directory is not None:
+            from gradscope.monitor.run_spawn import read_report
+
+            self._spawn_reports = [read_report(path) for _, _, path in self._spawned]
+            shutil.rmtree(self._spawn_directory, ignore_errors=True)
+            self._spawn_directory = None
+        return self._spawn_reports
+
+
+def _user_call_site() -> tuple[str, int] | None:
+    """``(file, line)`` of the innermost frame of the user's own code on the stack."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back
+    return None
 
 
 def _step_loss(pending: list[_BackwardStats]) -> float | None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 from functools import partial
+
+import numpy as np
 from typing import TYPE_CHECKING, Any
 
 from gradscope.engines import Engine
@@ -65,8 +67,12 @@ def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step:
 
 
 def parameter_origin(engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
-                     options: "RunOptions") -> NonFiniteOrigin | None:
-    """An ``update`` origin if a parameter is non-finite (and watched), else None."""
+                     options: "RunOptions", gradient_norms: dict[str, float | None] | None = None
+                     ) -> NonFiniteOrigin | None:
+    """An ``update`` origin if a parameter is non-finite (and watched), else None.
+
+    ``gradient_norms``: the gradient norm of each parameter at that step, as the step's record
+    shows it, so that the finding says what the record says."""
     if not parameters:
         return None
     squares = engine.squared_norms([p for _, p in parameters])
@@ -75,16 +81,22 @@ def parameter_origin(engine: Engine, parameters: list[tuple[str, Any]], optimize
             continue
         kind = "nan" if math.isnan(square) else "inf"
         if (kind == "nan" and options.nan) or (kind == "inf" and options.inf):
-            return _update_origin(step, name, kind, optimizer)
+            return _update_origin(step, name, kind, optimizer, (gradient_norms or {}).get(name))
     return None
 
 
-def _update_origin(step: int, parameter: str, kind: str, optimizer: Any) -> NonFiniteOrigin:
+def _update_origin(step: int, parameter: str, kind: str, optimizer: Any,
+                   gradient_norm: float | None = None) -> NonFiniteOrigin:
     node = f"{type(optimizer).__name__}.step" if optimizer is not None else None
+    if gradient_norm is not None and not math.isfinite(gradient_norm):
+        detail = (f"the optimizer step made {parameter} {kind}; its gradient was already "
+                  f"{'nan' if math.isnan(gradient_norm) else 'inf'} (norm {gradient_norm}), and the step was "
+                  "not stopped before the update")
+    else:
+        detail = (f"the optimizer step made {parameter} {kind} although its gradient was finite (the update "
+                  "overflowed: lower the learning rate or clip the gradients)")
     return NonFiniteOrigin(step=step, phase="update", module=module_of(parameter), node=node, source=None,
-                           kind=kind, detail=f"the optimizer step made {parameter} {kind} although its gradient "
-                                             "was finite (the update overflowed: lower the learning rate or clip "
-                                             "the gradients)")
+                           kind=kind, detail=detail)
 
 
 # ---------------------------------------------------------------------------- forward
@@ -93,9 +105,11 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
     for call in calls:
         kind = _first_kind(engine, [*engine.tensors_in(call.args), *engine.tensors_in(call.kwargs)])
         if kind is not None:
-            return NonFiniteOrigin(step=step, phase="forward", module=None, node="input data", source=None,
+            source = relative_source(*call.call_site) if call.call_site is not None else None
+            return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=source,
                                    kind=kind, detail=f"the model{f' {call.name!r}' if call.name else ''} was "
-                                                     f"called with inputs that already hold {kind} (the data)")
+                                                     f"called with inputs that already hold {kind} (the data): "
+                                                     f"{_bad_inputs(engine, call)}")
     for call in calls:
         returned = _first_kind(engine, call.outputs)
         if returned is None and not monitor.activation_nonfinite:
@@ -134,9 +148,54 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                                propagated=tuple(trace.propagated), detail=detail)
     if stats.loss is not None and not math.isfinite(stats.loss):
         kind = "nan" if math.isnan(stats.loss) else "inf"
+        for output, node, frame, operation in monitor.loss_operations():
+            made = engine.nonfinite_kind(output)
+            if made is None:
+                continue
+            source = relative_source(*frame) if frame is not None else None
+            if node is None:  # inputs that need no gradient (the targets): no autograd node made it
+                return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=source,
+                                       kind=made, detail=f"the model's outputs are finite; {operation}() in the "
+                                                         f"loss computation made {made} from values that need no "
+                                                         "gradient (the targets)")
+            return NonFiniteOrigin(step=step, phase="forward", module=None, node=node.name(), source=source,
+                                   kind=made, detail=f"the model's outputs are finite; the loss computation outside "
+                                                     f"the model produced {made} in {node.name()}")
         return NonFiniteOrigin(step=step, phase="forward", module=None, node=None, source=None, kind=kind,
                                detail=f"the model's outputs are finite; the loss computation produced {kind}")
     return None
+
+
+def _bad_inputs(engine: Engine, call: "RootCall") -> str:
+    """Which inputs of the call hold NaN/Inf, and at which batch elements (first dimension)."""
+    import inspect
+
+    names: dict[int, str] = {}
+    try:
+        bound = inspect.signature(call.forward or engine.local_module(call.module).forward).bind_partial(
+            *call.args, **call.kwargs)
+        names = {id(value): name for name, value in bound.arguments.items()}
+    except (TypeError, ValueError):
+        pass
+    described = []
+    values = [(repr(names[id(value)]) if id(value) in names else f"at position {index}", value)
+              for index, value in enumerate(call.args)]
+    values += [(repr(key), value) for key, value in call.kwargs.items()]
+    for name, value in values:
+        for tensor in engine.tensors_in(value):
+            kind = engine.nonfinite_kind(tensor)
+            if kind is None:
+                continue
+            array = engine.to_numpy(tensor)
+            if array.ndim == 0:
+                described.append(f"input {name} is {kind}")
+                break
+            bad = np.flatnonzero(~np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)).tolist()
+            shown = ", ".join(str(index) for index in bad[:8]) + (", ..." if len(bad) > 8 else "")
+            described.append(f"input {name}, batch element{'s' if len(bad) != 1 else ''} {shown} of "
+                             f"{array.shape[0]}")
+            break
+    return "; ".join(described) or "an input"
 
 
 # ---------------------------------------------------------------------------- backward
@@ -149,7 +208,10 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
         kind = _first_kind(engine, [grad for _, grad in present])
         if kind is not None:
             node, kind = _first_bad_node(engine, monitor.loss_events, kind)
-            return NonFiniteOrigin(step=step, phase="backward", module=None, node=node, source=None, kind=kind,
+            frames = [frame for _, made, frame, _ in monitor.loss_operations() if made is node and frame is not None]
+            source = relative_source(*frames[0]) if frames else None
+            return NonFiniteOrigin(step=step, phase="backward", module=None,
+                                   node=node.name() if node is not None else None, source=source, kind=kind,
                                    detail=f"the gradient that reached the output of {module_words(call.name)} was "
                                           f"already {kind}: the loss computation outside the model produced it")
         trace = _BackwardTrace(monitor, engine)
@@ -258,13 +320,13 @@ class _BackwardTrace:
         return max(inside, key=lambda item: item[0])[1] if inside else None
 
 
-def _first_bad_node(engine: Engine, events: list, kind: str) -> tuple[str | None, str]:
+def _first_bad_node(engine: Engine, events: list, kind: str) -> tuple[Any, str]:
     """The first node (in execution order) whose incoming gradients are finite but whose results
     are not, and the kind of its result; ``(None, kind)`` when there is none."""
     for node, grad_inputs, grad_outputs in events:
         produced = _first_kind(engine, [g for g in grad_inputs if g is not None])
         if produced is not None and _first_kind(engine, [g for g in grad_outputs if g is not None]) is None:
-            return node.name(), produced
+            return node, produced
     return None, kind
 
 
@@ -284,7 +346,23 @@ def _call_again(engine: Engine, call: "RootCall", track_inputs: str | None = Non
         floating = track_inputs == "floating"
         args = tuple(_tracked(engine, value, floating) for value in args)
         kwargs = {key: _tracked(engine, value, floating) for key, value in kwargs.items()}
-    return engine.local_module(call.module)(*args, **kwargs)
+    module = engine.local_module(call.module)
+    if call.forward is None:
+        return module(*args, **kwargs)
+    # the call ran an instance-level forward (a redirection, e.g. Lightning's to training_step): run it again
+    state = module.__dict__
+    saved = state.get("forward", _ABSENT)
+    state["forward"] = call.forward
+    try:
+        return module(*args, **kwargs)
+    finally:
+        if saved is _ABSENT:
+            state.pop("forward", None)
+        else:
+            state["forward"] = saved
+
+
+_ABSENT = object()
 
 
 def _tracked(engine: Engine, value: Any, floating: bool) -> Any:

@@ -154,7 +154,10 @@ def test_native_stop_raises_a_base_exception_not_caught_by_except_exception():
     finally:
         monitor.close()
     assert not caught
-    assert monitor.origin is not None and monitor.origin.node == "input data"
+    origin = monitor.origin
+    assert origin is not None and origin.node is None and origin.module is None and origin.phase == "forward"
+    assert origin.source == "tests/monitor/test_run_monitor.py:150"  # the line that called the model with it
+    assert origin.detail.endswith("(the data): input 'input', batch element 0 of 1")
 
 
 def test_torch_gradient_scaler_skipped_step_is_reported_as_skipped_not_as_a_finding():
