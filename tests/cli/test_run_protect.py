@@ -89,7 +89,7 @@ def test_skipped_steps_leave_parameters_and_adam_state_as_if_never_taken(gradsco
         [(0, None, False), (1, None, False), (2, "nonfinite", True), (3, "nonfinite", True), (4, None, False),
          (5, None, False)]
     assert records[2]["origin"] == {"step": 2, "rank": None, "phase": "forward", "module": None,
-                                    "node": "input data", "source": None, "kind": "nan"}
+                                    "node": None, "source": "train_skip.py:25", "kind": "nan"}  # (the model call's line)
     assert "origin" not in records[0]
     assert "2 steps were skipped because a loss or gradient was not finite" in result.stderr
     assert ": 2, 3" in result.stderr
@@ -100,7 +100,8 @@ def test_json_document_counts_the_skips_and_keeps_the_first_origin(gradscope, en
                                code=1).stdout)
     assert doc["status"] == "nonfinite" and doc["stopped"] is None and doc["steps_run"] == 5
     assert doc["skipped_steps"] == {"nonfinite": 1, "overflow": 0, "spike": 0}
-    assert doc["first_nonfinite"]["step"] == 1 and doc["first_nonfinite"]["node"] == "input data"
+    assert doc["first_nonfinite"]["step"] == 1 and doc["first_nonfinite"]["node"] is None \
+        and doc["first_nonfinite"]["source"] == "train_skip.py:25"
     assert [h["skip"] for h in doc["history"]] == [None, "nonfinite", None, None, None]
     assert doc["history"][1]["origin"]["kind"] == "nan"
 
