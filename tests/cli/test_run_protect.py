@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-ENGINES = ["gradscope", "torch"]
 
 # argv: engine, steps, bad steps (comma-separated), then words: "omit" (the script leaves the bad
 # steps out: the oracle), "accumulate" (two micro-batches per step, the first one poisoned), "inf"
@@ -52,13 +51,6 @@ print("parameters", [repr(float(v)) for p in model.parameters() for v in p.detac
 print("moments", [repr(float(v)) for s in state for v in s["exp_avg"].reshape(-1)],
       [repr(float(v)) for s in state for v in s["exp_avg_sq"].reshape(-1)])
 '''
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request) -> str:
-    if request.param == "torch":
-        pytest.importorskip("torch")
-    return request.param
 
 
 @pytest.fixture

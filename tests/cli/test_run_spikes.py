@@ -53,13 +53,6 @@ for step in range(30):
 '''
 
 
-@pytest.fixture(params=["gradscope", "torch"])
-def engine(request) -> str:
-    if request.param == "torch":
-        pytest.importorskip("torch")
-    return request.param
-
-
 @pytest.fixture
 def script(tmp_path: Path) -> Path:
     path = tmp_path / "spiky.py"
