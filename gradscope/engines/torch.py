@@ -244,6 +244,10 @@ class TorchEngine(Engine):
         tensor = tensor.detach()
         if tensor.dtype in _LOW_PRECISION:
             tensor = tensor.float()
+        elif tensor.device.type == "cpu":
+            # A copy: numpy() on the tensor's own storage would make that storage unresizable for
+            # good, which breaks FSDP2 (it resizes the storage of the parameters it gathers).
+            tensor = tensor.clone()
         return tensor.cpu().numpy()
 
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:

@@ -86,6 +86,11 @@ class StepReducer:
     def release(self) -> None:
         """Called once the script has ended, whichever way: nothing to release in one process."""
 
+    def shards_parameters(self, engine: Engine, parameters: Sequence[tuple[str, Any]]) -> bool:
+        """True when some of ``parameters`` are sharded over the ranks (FSDP2): the model cannot
+        run on one rank alone."""
+        return False
+
 
 def _code(value: float | None) -> int:
     if value is None or math.isfinite(value):
@@ -143,6 +148,10 @@ class DistributedReducer(StepReducer):
         if self._used is not None:
             self._used.release()
             self._used = None
+
+    def shards_parameters(self, engine: Engine, parameters: Sequence[tuple[str, Any]]) -> bool:
+        group = self._group(engine)
+        return group is not None and any(self._sharded_mask(group, parameters))
 
     def _sharded_mask(self, group: Any, parameters: Sequence[tuple[str, Any]]) -> list[bool]:
         key = tuple(id(p) for _, p in parameters)
@@ -343,6 +352,9 @@ class JoiningReducer(StepReducer):
     def release(self) -> None:
         if self.inner is not None:
             self.inner.release()
+
+    def shards_parameters(self, engine: Engine, parameters: Sequence[tuple[str, Any]]) -> bool:
+        return self._current(engine).shards_parameters(engine, parameters)
 
 
 _FSDP1 = ("the model is wrapped in FSDP (v1) FullyShardedDataParallel, whose forward gathers parameters on every "

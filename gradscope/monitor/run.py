@@ -711,6 +711,13 @@ class RunMonitor:
 
     def _debug_failure(self, engine: Engine) -> None:
         """Hand the failing step's model call to :attr:`on_failure`, to be run again under the debugger."""
+        if self.reducer.shards_parameters(engine, self._parameters):
+            # (its re-run would gather the shards on this rank alone while the others wait)
+            note = ("the model is sharded over the ranks (FSDP2): --debug-on-failure cannot re-run its call on "
+                    "one rank, so the debugger was not opened")
+            self.notes.append(note)
+            print(f"gradscope: {note}", file=sys.stderr, flush=True)  # (this rank's report may not be the one shown)
+            return
         calls = [call for call in self.root_calls if call.engine is engine and any(
             grad is not None for grad in call.grad_outputs)]
         if not calls:

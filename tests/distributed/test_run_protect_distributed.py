@@ -120,3 +120,17 @@ def test_debug_on_failure_opens_on_the_rank_that_found_it(tmp_path):
     assert "[rank0] gradscope: opening the debugger" not in output
     assert "[rank1] (gradscope) where" in output and "[rank1]   step:    2" in output
     assert "[rank1] quit: the pass was aborted" in output
+
+
+def test_debug_on_failure_says_it_cannot_open_on_a_sharded_model(tmp_path):
+    """FSDP2: the failing call's re-run would gather the shards on one rank while the others wait;
+    the debugger is not opened, the rank says why, and the run ends as a plain --nan stop (it once
+    ended with an internal error, then a crashed rank)."""
+    script = ROOT / "sample_scripts" / "train_ddp.py"
+    done = _gradscope("--nan", "--debug-on-failure", "--commands", "where; quit", str(script),
+                      "--steps", "4", "--bad-step", "2", "--fsdp", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert ("[rank1] gradscope: the model is sharded over the ranks (FSDP2): --debug-on-failure cannot re-run its "
+            "call on one rank, so the debugger was not opened") in done.stderr
+    assert "(gradscope)" not in done.stderr and "error:" not in done.stderr
+    assert "DivBackward0" in done.stderr and "train_ddp.py:22" in done.stderr  # the origin, as without the debugger

@@ -114,3 +114,17 @@ def test_checked_versions_include_the_lowest_declared_one():
 
     assert release(private.CHECKED_ON[0]) == release(lowest), \
         "torch_private.py was not reviewed against the lowest declared torch"
+
+
+def test_to_numpy_leaves_a_cpu_tensor_resizable():
+    """numpy() on a tensor's own storage makes it unresizable for good; FSDP2 resizes the storage of
+    the parameters it gathers, so the adapter's to_numpy must work on a copy."""
+    import torch
+
+    from gradscope.engines import get_engine
+
+    tensor = torch.arange(6.0)
+    array = get_engine("torch").to_numpy(tensor)
+    assert array.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    tensor.untyped_storage().resize_(0)  # raised "Trying to resize storage that is not resizable"
+    assert tensor.untyped_storage().size() == 0
