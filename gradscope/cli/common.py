@@ -105,19 +105,20 @@ class LogWriter:
         has failed): callers skip building a record's line when they are not."""
         return self.descriptor is not None or self.scalars is not None
 
-    def write(self, line: str) -> None:
-        """Append ``line`` (a whole JSON line, newline included) with one ``write``."""
+    def write(self, record: dict) -> None:
+        """Append ``record`` as one JSON line with one ``write``, and give it to the TensorBoard
+        writer (nothing is built when neither is on)."""
         if self.scalars is not None:
-            import json
-
             try:
-                self.scalars.write(json.loads(line))
+                self.scalars.write(record)
             except Exception as exc:  # noqa: BLE001 - see __init__
                 self._close_scalars()
                 self.run.fail(self.tensorboard, exc)
         if self.descriptor is None:
             return
-        data = line.encode("utf-8")
+        import json
+
+        data = (json.dumps(record, allow_nan=False) + "\n").encode("utf-8")
         try:
             while data:
                 data = data[os.write(self.descriptor, data):]

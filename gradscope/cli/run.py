@@ -147,8 +147,6 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
 
 def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any,
          module: bool = False, debugger: list[str] | None = None, conditions: tuple[str, ...] = ()) -> int:
-    import json
-
     from gradscope.engines import get_engine
     from gradscope.monitor.run import RunMonitor, StopRun
     from gradscope.render.data import run_step_to_dict
@@ -162,8 +160,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     status = StatusLine(sys.stderr) if live else None
 
     def on_step(record: Any) -> None:
-        if log.active:  # without --log, no line is built
-            log.write(json.dumps(run_step_to_dict(record), allow_nan=False) + "\n")
+        if log.active:  # without --log or --tensorboard, no record is built
+            log.write(run_step_to_dict(record))
         if status is not None:
             status.show(run_line(record))
 

@@ -107,15 +107,14 @@ def watch(ctx: click.Context, **_: Any) -> None:
 
 
 def _run(app: App, watcher: Any, log: LogWriter, live: bool, plain: bool, layers: tuple[str, ...]) -> None:
-    import json
     import time
 
     from gradscope.render.data import step_to_dict
     from gradscope.render.tables import watch_line, watch_table
 
     def write_log(record: Any) -> None:
-        if log.active:  # without --log, no line is built
-            log.write(json.dumps(step_to_dict(record), allow_nan=False) + "\n")
+        if log.active:  # without --log or --tensorboard, no record is built
+            log.write(step_to_dict(record))
 
     from gradscope.cli.common import progress_on_terminal
 

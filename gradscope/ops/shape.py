@@ -238,7 +238,6 @@ def expand(input: Tensor, *sizes: Any) -> Tensor:
                            f"to the number of dimensions in the tensor ({data.ndim})")
     target = tuple(data.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     try:
-        np.broadcast_shapes(data.shape, target)
         if any(size < 0 for size in target) or np.broadcast_shapes(data.shape, target) != target:
             raise ValueError
     except ValueError:

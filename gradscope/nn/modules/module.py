@@ -886,7 +886,8 @@ class Module:
                     result = returned
             if backward_hook is not None:
                 local_non_full = self.__dict__.get("_non_full_backward_hooks")
-                if any(hid in _global_non_full_backward_hooks for hid in _global_backward_hooks) or (
+                if (_global_non_full_backward_hooks and any(hid in _global_non_full_backward_hooks
+                                                            for hid in _global_backward_hooks)) or (
                         local_non_full and any(hid in local_non_full for hid in self._backward_hooks)):
                     _warn_non_full_backward_hook(plain_args, result)
                 result = backward_hook.setup_output_hook(result)
