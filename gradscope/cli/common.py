@@ -5,9 +5,10 @@ import contextlib
 import io
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from rich.console import Console, RenderableType
+if TYPE_CHECKING:  # rich is imported when something is drawn: a JSON run never needs it
+    from rich.console import Console, RenderableType
 
 from gradscope.monitor.analysis import Thresholds
 from gradscope.utils.files import atomic_write_text
@@ -25,9 +26,10 @@ def thresholds_from(max_norm: float | None = None, min_norm: float | None = None
                       min_ratio=defaults.min_ratio if min_ratio is None else min_ratio)
 
 
-def export_view(view: RenderableType, path: str | Path, title: str) -> None:
+def export_view(view: "RenderableType", path: str | Path, title: str) -> None:
     """Render ``view`` off-screen and write it atomically as SVG or HTML (chosen by the file
     suffix), as wide as its content needs so that every column is shown with nothing cut."""
+    from rich.console import Console
     from rich.measure import Measurement
 
     probe = Console(width=EXPORT_MAX_WIDTH, file=io.StringIO())
@@ -48,7 +50,7 @@ def quiet_numpy() -> contextlib.AbstractContextManager:
 
 
 @contextlib.contextmanager
-def progress_on_terminal(console: Console) -> Iterator[Callable[[str, int, int], None] | None]:
+def progress_on_terminal(console: "Console") -> Iterator[Callable[[str, int, int], None] | None]:
     """A ``progress(stage, done, total)`` callback that draws a transient progress bar on
     ``console`` (stderr) when it is a terminal; None (nothing drawn) when it is piped."""
     if not console.is_terminal:

@@ -277,6 +277,10 @@ def cold(rounds: int, cwd: Path, log: Any) -> dict[str, Any] | None:
         return None
     gradscope = [sys.executable, "-m", "gradscope", "inspect", "sample_models/mlp.py", "--format", "json"]
     torch = [sys.executable, "-c", "import torch"]
+    # A user's gradscope has its bytecode compiled (pip compiles an installed package; an editable one
+    # writes __pycache__ on first import), as torch's has. Where PYTHONDONTWRITEBYTECODE is set, an
+    # editable checkout would be compiled from source on every start: compile it once first.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "gradscope")], check=True)
     pairs = []
     run_process(gradscope, ROOT), run_process(torch, ROOT)  # warm the caches
     for _ in range(rounds):
