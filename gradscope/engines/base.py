@@ -226,8 +226,9 @@ class Engine:
         after backward, whether it held NaN/Inf: a tensor whose :meth:`squared_norms` entry is
         non-finite exactly when ``tensor`` held a non-finite value. Here the tensor itself (host
         arrays: reading it later costs nothing extra); engines whose activations are large device
-        tensors return a 0-d reduction instead, so the activation is freed when autograd is done
-        with it (peak memory does not grow with the model's activations)."""
+        tensors return a reduction of at most two entries instead, so the activation is freed when
+        autograd is done with it (peak memory does not grow with the model's activations), made
+        without a temporary copy of the activation."""
         return tensor
 
     def nonfinite_kind(self, tensor: Any) -> str | None:

@@ -75,10 +75,15 @@ def test_torch_activation_summary_is_nonfinite_exactly_when_the_activation_is() 
         "-inf and +inf": (torch.tensor([float("-inf"), float("inf")]), False),
         "bfloat16 with nan": (torch.tensor([1.0, float("nan")], dtype=torch.bfloat16), False),
         "float16": (torch.randn(4, 4).half(), True),
+        "largest float32 of both signs (max - min overflows float32)": (torch.tensor([-3.4e38, 3.4e38]), True),
+        "empty": (torch.zeros(0, 3), True),
+        "complex": (torch.randn(3, dtype=torch.complex64), True),
+        "complex with nan": (torch.tensor([1 + 1j, complex(float("nan"), 0)], dtype=torch.complex64), False),
+        "float64 with -inf": (torch.tensor([0.5, float("-inf")], dtype=torch.float64), False),
     }
     for what, (tensor, finite) in cases.items():
         summary = engine.activation_summary(tensor.requires_grad_() if tensor.is_floating_point() else tensor)
-        assert summary.dim() == 0 and not summary.requires_grad, what
+        assert summary.numel() <= 2 and not summary.requires_grad, what  # a reduction, not a copy
         (square,) = engine.squared_norms([summary])
         assert math.isfinite(square) is finite, what
 
@@ -89,3 +94,26 @@ def test_native_activation_summary_is_the_tensor_itself() -> None:
     engine = get_engine("gradscope")
     tensor = gs.tensor(np.array([1.0, 2.0], dtype=np.float32))
     assert engine.activation_summary(tensor) is tensor
+
+
+def test_torch_activation_summary_makes_no_copy_of_the_activation() -> None:
+    """A summary of a 64 MiB activation raises the process's peak RSS by far less than the
+    activation (a float64 sum would make a 128 MiB temporary copy)."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, torch\n"
+        "from gradscope.engines import get_engine\n"
+        "engine = get_engine('torch')\n"
+        "x = torch.randn(16 * 1024 * 1024, requires_grad=True)\n"
+        "engine.activation_summary(torch.randn(8, requires_grad=True))\n"  # warm-up: the kernels
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "for _ in range(3):\n"
+        "    engine.activation_summary(x)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.strip()) < 16 * 1024, f"peak RSS grew by {result.stdout.strip()} KiB"
