@@ -33,6 +33,10 @@ Workloads and targets:
   Target <= 1.1x per step; peak RSS <= 1.1x.
 * ``run-gpt``: a GPT-2-shaped transformer on PyTorch (12 blocks, width 256, 4 heads, sequence
   128, batch 4, AdamW; 100+ modules), 25 - 5 steps. Target <= 1.1x per step; peak RSS <= 1.1x.
+* ``log``: a torch model of 1,000 modules (500 x (Linear(8, 8) + Tanh), batch 4, SGD),
+  ``gradscope run --log FILE train.py`` against ``gradscope run train.py``, 105 - 5 steps: what
+  writing a step record (a JSON line with 500 layer norms) adds to a step, and the records
+  written per second. Target: a record costs less than the step (ratio <= 2).
 * ``cold``: cold ``gradscope inspect sample_models/mlp.py --format json`` against
   ``python -c "import torch"``, wall clock, median of 7. Target <= 0.3x.
 
@@ -200,6 +204,28 @@ for step in range(int(sys.argv[1])):
 print(f"loss {loss.item():.4f}")
 '''
 
+# 1,000 modules whose layers are tiny: a step record (one norm per layer) is as large as it gets
+# next to the step that produced it.
+TORCH_WIDE_SCRIPT = '''\
+import sys
+import torch
+from torch import nn
+torch.set_num_threads(1)
+torch.manual_seed(0)
+layers = []
+for _ in range(500):
+    layers += [nn.Linear(8, 8), nn.Tanh()]
+model = nn.Sequential(*layers)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+inputs = torch.randn(4, 8)
+for step in range(int(sys.argv[1])):
+    optimizer.zero_grad(set_to_none=True)
+    loss = model(inputs).square().mean()
+    loss.backward()
+    optimizer.step()
+print(f"loss {loss.item():.4f}")
+'''
+
 
 @dataclass
 class Sample:
@@ -260,6 +286,10 @@ def measure(comparison: Comparison, rounds: int, cwd: Path, log: Any) -> dict[st
         result[attr] = {"ratio": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
                         "monitored_ms_per_step": statistics.median(monitored) / steps * 1e3,
                         "plain_ms_per_step": statistics.median(plain) / steps * 1e3}
+    if comparison.name == "log":  # (what a record adds to a step, and how many are written a second)
+        extra = result["cpu"]["monitored_ms_per_step"] - result["cpu"]["plain_ms_per_step"]
+        result["record_ms"] = extra
+        result["records_per_second"] = 1e3 / extra if extra > 0 else None  # (None: below the noise)
     if comparison.check_rss:
         peak = {kind: statistics.median(s.max_rss_kib for s in samples[kind][comparison.long]) for kind in runs}
         result["peak_rss_mib"] = {kind: value / 1024 for kind, value in peak.items()}
@@ -300,6 +330,7 @@ def comparisons(tmp: Path, torch_available: bool) -> list[Comparison]:
     (tmp / "repeat_plain.py").write_text(REPEAT_PLAIN)
     (tmp / "mlp_train.py").write_text(TORCH_MLP_SCRIPT)
     (tmp / "gpt_train.py").write_text(TORCH_GPT_SCRIPT)
+    (tmp / "wide_train.py").write_text(TORCH_WIDE_SCRIPT)
     gradscope = [py, "-m", "gradscope"]
     result = [
         Comparison("watch", "deep narrow MLP: `gradscope watch MODEL --nan --format json` / plain loop, CPU",
@@ -319,6 +350,10 @@ def comparisons(tmp: Path, torch_available: bool) -> list[Comparison]:
                        "--inf train.py` / `python train.py`",
                        [*gradscope, "run", "--nan", "--inf", "gpt_train.py", "{N}"], [py, "gpt_train.py", "{N}"],
                        25, 5, 1.1, check_rss=True),
+            Comparison("log", "torch model of 1,000 modules: `gradscope run --log FILE train.py` / `gradscope run "
+                       "train.py` (a step record against the step)",
+                       [*gradscope, "run", "--log", "steps-{N}.jsonl", "wide_train.py", "{N}"],
+                       [*gradscope, "run", "wide_train.py", "{N}"], 105, 5, 2.0),
         ]
     return result
 
@@ -340,13 +375,19 @@ def format_table(results: list[dict[str, Any]]) -> str:
                      f"<= {result['target']} {verdict}")
     lines.append("")
     lines += [f"{result['name']}: {result['what']}" for result in results]
+    for result in results:
+        if "record_ms" in result:
+            rate = result["records_per_second"]
+            lines.append(f"log: a record adds {result['record_ms']:.2f} ms of CPU to a step of "
+                         f"{result['cpu']['plain_ms_per_step']:.2f} ms ("
+                         + (f"{rate:.0f} records/s)" if rate else "below the measurement's noise)"))
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", action="append", choices=["watch", "inspect", "run-mlp", "run-gpt", "cold"],
+    parser.add_argument("--only", action="append", choices=["watch", "inspect", "run-mlp", "run-gpt", "log", "cold"],
                         help="run only this workload (repeatable)")
     parser.add_argument("--quick", action="store_true", help="3 rounds instead of 7")
     parser.add_argument("--rounds", type=int, help="rounds per workload (default 7)")
@@ -373,7 +414,7 @@ def main() -> int:
                 results.append(cold_result)
     print(format_table(results), file=log)
     if not torch_available:
-        print("torch is not installed: run-mlp, run-gpt and cold were not measured", file=log)
+        print("torch is not installed: run-mlp, run-gpt, log and cold were not measured", file=log)
     if args.json:
         text = json.dumps({"rounds": rounds, "results": results}, indent=2)
         if args.json == "-":
