@@ -171,6 +171,26 @@ def node_label(node: GraphNode) -> str:
     return f"{node.name} {shapes}"
 
 
+def session_graph(session, model_output_only: bool = False) -> AutogradGraph:
+    """The autograd graph from the loss (or the model's output when the loss is unknown)."""
+    if session.loss is not None and session.loss.grad_fn is not None and not model_output_only:
+        roots = [session.loss.grad_fn]
+    else:
+        roots = [n for call in session.tracker.calls if call.parent is None for n in call.output_nodes]
+    stop = session.current
+    current = stop.call.nodes if stop is not None and stop.call is not None else set()
+    if stop is not None and stop.phase == "node":
+        current = {stop.node}
+    tracked = session.state in ("backward", "finished") or session._ran
+    return build_graph(roots, owner_of=lambda node: _owner_display(session, node),
+                       parameter_names=session.parameter_names, ran=session._ran if tracked else None, current=current, engine=session.engine)
+
+
+def _owner_display(session, node: Any) -> str | None:
+    call = session.tracker.owner_of(node)
+    return None if call is None else call.display
+
+
 def trace_graph(model: Any, compute_loss: Callable[[], Any]) -> AutogradGraph:
     """Run ``compute_loss()`` (one forward pass of ``model``) with forward hooks that record
     which module created each node, and return the graph under the loss (nothing runs

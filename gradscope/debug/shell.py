@@ -14,7 +14,8 @@ from collections import deque
 from typing import IO, Any, Protocol
 
 from gradscope.debug.conditions import ConditionError
-from gradscope.debug.session import DebugCommandError, DebugSession
+from gradscope.debug.errors import DebugCommandError
+from gradscope.debug.session import DebugSession
 from gradscope.debug.views import GraphView
 
 KEYWORDS = ("nan", "inf", "nonfinite", "module", "type", "node", "norm", "grad_output", "grad_input", "output",

@@ -9,7 +9,14 @@ and named; when even the columns that stay do not fit, each row becomes a block 
 """
 from __future__ import annotations
 
+import linecache
 from dataclasses import dataclass
+from typing import Any
+
+from gradscope.debug.errors import DebugCommandError
+from gradscope.debug.graph import HOOK_NODE
+from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tensor_stats, total_norm
+from gradscope.debug.tracking import Call
 
 
 @dataclass(frozen=True)
@@ -175,3 +182,227 @@ class GraphView:
     graph: object
     max_depth: int | None = None
     stop_at_pending: bool = False
+
+
+def _calls(session) -> list[Call]:
+    """The calls backward visits: an output requires grad and the call made it (a module that
+    returns its argument unchanged, such as ``nn.Identity``, has no backward of its own)."""
+    return [call for call in session.tracker.calls if call.has_grad_outputs and call.output_edges]
+
+
+def _counts(session) -> tuple[int, int]:
+    calls = _calls(session)
+    done = sum(1 for call in calls if session._state(call).post_done)
+    return done, len(calls) - done
+
+
+def _last_ran(session, call: Call) -> Any:
+    """The node of ``call`` that ran last (leaf accumulators aside)."""
+    ran = [n for n in call.nodes if n in session._ran and getattr(n, "variable", None) is None]
+    return max(ran, key=session._ran.__getitem__) if ran else None
+
+
+def position(session) -> Position:
+    """Where the session is: the answer to ``where``."""
+    stop = session.current
+    done, pending = _counts(session)
+    if stop is not None and stop.phase == "forward":
+        active = session.tracker.active_calls
+        done, pending = len(session.tracker.calls) - len(active), len(active)
+    loss_array = session.engine.to_numpy(session.loss) if session.loss is not None else None
+    loss = float(loss_array.reshape(-1)[0]) if loss_array is not None and loss_array.size == 1 else None
+    notes = []
+    if session._first_nonfinite is not None:
+        node, owner = session._first_nonfinite
+        where = f" in {owner.display}" if owner is not None else " outside the model's modules"
+        created = session.user_code.creation_site(session.engine, node) or (owner.source if owner is not None
+                                                                      else "unknown")
+        notes.append(f"first non-finite gradient of this pass: produced by {node.name()}{where} "
+                     f"(created at {created})")
+    if stop is None:
+        state = session.state
+        reason = "backward finished" if state == "finished" else state
+        return Position(state=state, phase=None, module=None, module_type=None, node=None,
+                        modules_done=done, modules_pending=pending, source=None, reason=reason,
+                        step=session.step, loss=loss, notes=tuple(notes))
+    call = stop.call
+    node_text = None
+    source = call.source if call is not None else None
+    if stop.phase == "pre" and call is not None:
+        node_text = ", ".join(n.name() for n in _real_nodes(call.output_nodes)) + " (next to run)"
+    elif stop.phase == "post" and call is not None:
+        producers = [n for n in call.nodes if any(child in call.input_nodes for child, _ in n.next_functions)]
+        if producers:
+            node_text = ", ".join(sorted({n.name() for n in producers})) + " (produced grad_input)"
+        else:
+            last = _last_ran(session, call)
+            node_text = None if last is None else f"{last.name()} (ran last)"
+    elif stop.value_kind is not None:
+        node_text = None if stop.node is None else f"{stop.node.name()} (made the value)"
+        source = stop.source
+        code = linecache.getline(*stop.line).strip() if stop.line is not None else ""
+        notes.append(f"this line made {stop.value_kind}" + (f": {code}" if code else ""))
+    elif stop.phase == "forward" and call is not None:
+        node_text = ", ".join(n.name() for n in _real_nodes(call.output_nodes)) or None
+        if node_text:
+            node_text += " (created)"
+    elif stop.phase == "node":
+        node_text = f"{stop.node.name()} (just ran)"
+        source = session.user_code.creation_site(session.engine, stop.node) or source
+    if stop.phase == "pre" and call is not None and call.parent is None and session._first_nonfinite is None \
+            and any(nonfinite_count(a) for a in stop.groups["grad_output"] if a is not None):
+        notes.append("the gradient reaching the model is already non-finite: it comes from the loss "
+                     "computation, outside the model's modules")
+    if stop.phase == "post" and call is not None and session._state(call).deferred:
+        notes.append("no input of this module requires grad: grad_input is None")
+    if stop.phase == "start":
+        state = "start"
+    else:
+        state = "forward" if stop.phase == "forward" else "backward"
+    phase = None if stop.phase == "start" else ("line" if stop.value_kind is not None else stop.phase)
+    return Position(state=state, phase=phase,
+                    module=None if call is None else call.display,
+                    module_type=None if call is None else call.type_name, node=node_text,
+                    modules_done=done, modules_pending=pending, source=source, reason=stop.reason,
+                    step=session.step, loss=loss, notes=tuple(notes), edits=tuple(stop.edits))
+
+
+
+def _real_nodes(nodes: list) -> list:
+    """``nodes`` with backward-hook identity nodes replaced by the nodes they forward to."""
+    found, stack = [], list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        if node is None or node in found:
+            continue
+        if node.name() == HOOK_NODE:
+            stack.extend(child for child, _ in reversed(node.next_functions))
+        else:
+            found.append(node)
+    return found
+
+
+def banner(session) -> str:
+    """One line announcing the current stop."""
+    stop = session.current
+    if stop is None:
+        return "backward finished" if session.state == "finished" else session.state
+    if stop.phase == "start":
+        loss = position(session).loss
+        value = "" if loss is None else f" (loss = {loss:.6g})"
+        banner = f"stopped before backward{value}: forward done, backward not started"
+        kind = session._loss_kind(session.loss)
+        if kind is not None:
+            banner += (f" · the loss is already {kind}: the forward pass made it "
+                       f"(--break 'forward {kind}' stops at the line that did)")
+        return banner
+    what = {"forward": "output computed", "pre": "grad_output known, before its backward",
+            "post": "grad_input known, after its backward", "node": "node ran"}[stop.phase]
+    place = stop.call.display if stop.call is not None else "(outside the model's modules)"
+    if stop.phase == "node":
+        place = f"{stop.node.name()} in {place}"
+    if stop.value_kind is not None:
+        made = f"line {stop.line[1]}" if stop.node is None else stop.node.name()
+        kind = f" ({stop.call.type_name})" if stop.call is not None else ""
+        return f"stopped at {made} in {place}{kind} · forward: a line of forward code made {stop.value_kind} · " \
+               f"{stop.reason}"
+    kind = f" ({stop.call.type_name})" if stop.call is not None and stop.phase != "node" else ""
+    return f"stopped at {place}{kind} · {stop.phase}: {what} · {stop.reason}"
+
+
+def grads_view(session) -> GradsView:
+    """The gradients at this point: the answer to ``grads``."""
+    stop = session.current
+    if stop is None or stop.phase == "start":
+        raise DebugCommandError("no gradients at this point (use table or params)")
+    groups = []
+    for name, arrays in stop.groups.items():
+        edited = stop.edited and name == stop.editable
+        entries = tuple(MissingTensor(f"{name}[{i}]", "None (no gradient)") if a is None
+                        else tensor_stats(f"{name}[{i}]", a, edited) for i, a in enumerate(arrays))
+        groups.append(GradGroup(name, entries))
+    notes = []
+    if stop.phase == "pre":
+        groups.append(GradGroup("grad_input", (MissingTensor("grad_input", "not computed yet (step to "
+                                                                          "the post point)"),)))
+    if stop.edits:
+        notes.append("edited here: " + "; ".join(stop.edits))
+    title = banner(session).removeprefix("stopped at ")
+    return GradsView(title=title, groups=tuple(groups), notes=tuple(notes))
+
+
+def _param_status(session, param: Any) -> str:
+    """``"accumulated"`` in this pass, ``"pending"``, ``"not used"`` or ``"frozen"``."""
+    if not param.requires_grad:
+        return "frozen"
+    accumulators = {id(getattr(node, "variable", None)): node for call in session.tracker.calls
+                    for node in call.own_nodes if getattr(node, "variable", None) is not None}
+    node = accumulators.get(id(param))
+    if node is None:
+        return "not used"
+    return "accumulated" if node in session._ran else "pending"
+
+
+def layer_table(session) -> LayerTable:
+    """Every module call of the pass in forward order: the answer to ``table``."""
+    stop = session.current
+    rows = []
+    for call in session.tracker.calls:
+        state = session._state(call)
+        if not call.has_grad_outputs:
+            status = "no grad"
+        elif not call.output_edges and session.state != "forward":
+            status = "passed through"
+        elif stop is not None and stop.call is call:
+            status = f"current ({stop.phase})"
+        elif state.post_done:
+            status = "done"
+        elif state.pre_seen:
+            status = "running"
+        else:
+            status = "pending"
+        accumulated = [session.engine.to_numpy(p.grad) for p in call.module.parameters(recurse=False)
+                       if p.grad is not None and _param_status(session, p) == "accumulated"]
+        rows.append(LayerRow(module=call.display, module_type=call.type_name, status=status,
+                             grad_output_norm=state.grad_output_norm, grad_input_norm=state.grad_input_norm,
+                             param_grad_norm=total_norm(accumulated) if accumulated else None,
+                             nonfinite=state.nonfinite, edits="; ".join(state.edits)))
+    grads = [session.engine.to_numpy(p.grad) for p in session.model.parameters() if p.grad is not None]
+    notes = []
+    if session.state != "finished" and session.state != "idle":
+        notes.append("gradients of modules not done yet are not known; parameter norms count only "
+                     "gradients accumulated in this pass")
+    return LayerTable(rows=tuple(rows), total_param_grad_norm=total_norm(grads) if grads else None,
+                      notes=tuple(notes))
+
+
+def params_view(session) -> ParamsView:
+    """The current module's parameters (all of the model's when not in a module)."""
+    stop = session.current
+    call = stop.call if stop is not None else None
+    module = call.module if call is not None else session.model
+    prefix = (call.path + ".") if call is not None and call.path else ""
+    rows = []
+    for name, param in module.named_parameters():
+        grad = param.grad
+        status = _param_status(session, param) if session.state != "finished" else \
+            ("accumulated" if grad is not None else "no grad")
+        if grad is None:
+            rows.append(ParamRow(prefix + name, tuple(param.shape), status if status != "accumulated"
+                                 else "no grad", None, None, None, 0, l2_norm(session.engine.to_numpy(param))))
+            continue
+        stats = tensor_stats(name, session.engine.to_numpy(grad))
+        rows.append(ParamRow(prefix + name, tuple(param.shape), status, stats.norm, stats.mean,
+                             stats.abs_max, stats.nonfinite, l2_norm(session.engine.to_numpy(param))))
+    notes = []
+    if any(row.status == "pending" for row in rows):
+        notes.append("'pending': this pass has not accumulated its gradient yet; .grad shows what "
+                     "was there before")
+    return ParamsView(module=call.display if call is not None else "model", rows=tuple(rows),
+                      notes=tuple(notes))
+
+
+def breakpoint_list(session) -> BreakpointList:
+    """The answer to ``breakpoints``."""
+    return BreakpointList(tuple(BreakpointRow(b.number, b.text, b.phase_text, b.enabled, b.hits)
+                                for b in session.breakpoints.breakpoints))
