@@ -97,6 +97,40 @@ class Stop:
     line: tuple[str, int] | None = None
 
 
+@dataclass(eq=False)
+class PassRecord:
+    """What the session has seen of one pass, forgotten when the next pass starts.
+
+    Attributes:
+        states: what backward did with each module call (:class:`CallState`).
+        ran: the nodes that have run, each with its position in the order they ran.
+        reachable: the nodes under the loss (None until backward is about to start).
+        first_nonfinite: ``(node, owner call)`` of the first node that produced a non-finite
+            gradient from finite ones.
+        edges: the gradient sent along each ``(node, output_nr)`` that is some call's argument.
+        open: whether backward has started (its end callback is queued).
+    """
+
+    states: dict = field(default_factory=dict)
+    ran: dict = field(default_factory=dict)
+    reachable: set | None = None
+    first_nonfinite: tuple | None = None
+    edges: dict = field(default_factory=dict)
+    open: bool = False
+
+    def state(self, call: Call) -> CallState:
+        """``call``'s state, made empty when backward has not reached it."""
+        state = self.states.get(call)
+        if state is None:
+            state = self.states[call] = CallState()
+        return state
+
+    def last_ran(self, call: Call) -> Any:
+        """The node of ``call`` that ran last (leaf accumulators aside)."""
+        ran = [n for n in call.nodes if n in self.ran and getattr(n, "variable", None) is None]
+        return max(ran, key=self.ran.__getitem__) if ran else None
+
+
 def within(call: Call | None, ancestor: Call) -> bool:
     while call is not None:
         if call is ancestor:

@@ -38,12 +38,13 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from gradscope.debug import edits, views
+from gradscope.debug import views
 from gradscope.debug.conditions import NONFINITE_KINDS, BreakpointTable, Event
+from gradscope.debug.edits import GradientEdit
 from gradscope.debug.errors import DebugCommandError, DebuggerQuit
 from gradscope.debug.forward import ValueWatch
-from gradscope.debug.graph import AutogradGraph, session_graph
-from gradscope.debug.record import CallState, Edge, Stop
+from gradscope.debug.graph import AutogradGraph, pass_graph
+from gradscope.debug.record import Edge, PassRecord, Stop
 from gradscope.debug.stats import nonfinite_count, total_norm
 from gradscope.debug.tracking import Call, ForwardTracker, UserCode
 from gradscope.debug.views import BreakpointList, GradsView, LayerTable, ParamsView, Position
@@ -186,12 +187,7 @@ class DebugSession:
 
     def _reset_pass(self) -> None:
         self._remove_node_hooks()
-        self._states: dict = {}
-        self._ran: dict = {}
-        self._reachable: set | None = None
-        self._first_nonfinite: tuple | None = None
-        self._edges: dict = {}
-        self._pass_open = False
+        self.record = PassRecord()
 
     def _on_pass_start(self) -> bool:
         """Called before a top-level forward call; True to forget the calls recorded so far."""
@@ -204,12 +200,6 @@ class DebugSession:
 
     def _active(self) -> bool:
         return self.attached and not self._pausing
-
-    def _state(self, call: Call) -> CallState:
-        state = self._states.get(call)
-        if state is None:
-            state = self._states[call] = CallState()
-        return state
 
     def watches_forward_values(self) -> bool:
         """Whether a ``forward`` breakpoint looks for NaN/Inf (then ``run_debug_step`` traces the
@@ -264,7 +254,7 @@ class DebugSession:
                 continue
             reachable.add(node)
             stack.extend(child for child, _ in node.next_functions if child is not None)
-        self._reachable = reachable
+        self.record.reachable = reachable
         self._hook_nodes(reachable)
         self.state = "start"
         if self.stop_at_start or self.mode in ("step", "next"):
@@ -307,8 +297,8 @@ class DebugSession:
             return
         self._hook_nodes(call.own_nodes)
         for edge in call.input_edges:
-            if edge is not None and edge not in self._edges:
-                self._edges[edge] = Edge()
+            if edge is not None and edge not in self.record.edges:
+                self.record.edges[edge] = Edge()
         for node in call.output_nodes:
             self._pre_calls.setdefault(node, []).append(call)
             self._ensure_pre_hook(node)
@@ -331,9 +321,9 @@ class DebugSession:
 
     # ---------------------------------------------------------------- backward hooks
     def _begin_pass(self) -> None:
-        if self._pass_open:
+        if self.record.open:
             return
-        self._pass_open = True
+        self.record.open = True
         self.state = "backward"
         self.engine.queue_backward_callback(self._on_backward_end)
         if self.snapshot_each_pass:
@@ -382,7 +372,7 @@ class DebugSession:
         current = list(grad_outputs)
         changed = False
         for slot, gradient in enumerate(current):
-            edge = self._edges.get((node, slot))
+            edge = self.record.edges.get((node, slot))
             if edge is not None and edge.edited and gradient is not None:
                 current[slot] = self._tensor_like(edge.total(self.engine.to_numpy(gradient)), gradient)
                 changed = True
@@ -393,7 +383,7 @@ class DebugSession:
 
     def _pre_point(self, call: Call, node: Any, current: list) -> bool:
         """Record (and maybe stop at) the ``pre`` point of ``call``; edits go into ``current``."""
-        state = self._state(call)
+        state = self.record.state(call)
         slots = [(index, nr) for index, (edge_node, nr) in enumerate(call.output_edges) if edge_node is node]
         if state.grad_output is None:
             state.grad_output = [None] * len(call.output_edges)
@@ -409,8 +399,8 @@ class DebugSession:
             return False  # a later output node of a call whose pre point has passed
         state.pre_seen = True
         state.deferred = not call.has_grad_inputs
-        state.pending = {n for n in call.nodes if n not in self._ran
-                         and (self._reachable is None or n in self._reachable)}
+        state.pending = {n for n in call.nodes if n not in self.record.ran
+                         and (self.record.reachable is None or n in self.record.reachable)}
         stop = self._event("pre", call, None, {"grad_output": state.grad_output})
         if stop is None or not stop.edited:
             return False
@@ -422,11 +412,11 @@ class DebugSession:
 
     def _node_ran(self, node: Any, grad_inputs: tuple, grad_outputs: tuple) -> tuple | None:
         self._begin_pass()
-        self._ran[node] = len(self._ran)
+        self.record.ran[node] = len(self.record.ran)
         owner = self.tracker.owner_of(node)
-        if self._first_nonfinite is None and self._any_nonfinite(grad_inputs) \
+        if self.record.first_nonfinite is None and self._any_nonfinite(grad_inputs) \
                 and not self._any_nonfinite(grad_outputs):
-            self._first_nonfinite = (node, owner)
+            self.record.first_nonfinite = (node, owner)
         # Gradients are copied to the host only where they are looked at: for node breakpoints,
         # and along the edges that are some module's argument (for its grad_input).
         produced: list | None = None
@@ -440,12 +430,12 @@ class DebugSession:
                 replacement = tuple(None if template is None or new is None else self._tensor_like(new, template)
                                     for new, template in zip(produced, grad_inputs))
         for index, ((child, nr), gradient) in enumerate(zip(node.next_functions, grad_inputs)):
-            edge = self._edges.get((child, nr)) if child is not None and gradient is not None else None
+            edge = self.record.edges.get((child, nr)) if child is not None and gradient is not None else None
             if edge is not None:
                 edge.add(node, produced[index] if produced is not None else self.engine.to_numpy(gradient))
         call = owner
         while call is not None:
-            state = self._states.get(call)
+            state = self.record.states.get(call)
             if state is not None and state.pre_seen:
                 if node in state.pending:
                     state.pending.discard(node)
@@ -455,9 +445,9 @@ class DebugSession:
         return replacement
 
     def _post_point(self, call: Call, editable: bool) -> None:
-        state = self._state(call)
+        state = self.record.state(call)
         state.post_done = True
-        arrays = [None if edge is None or edge not in self._edges else self._edges[edge].part_of(call)
+        arrays = [None if edge is None or edge not in self.record.edges else self.record.edges[edge].part_of(call)
                   for edge in call.input_edges]
         state.grad_input = arrays
         state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
@@ -465,7 +455,7 @@ class DebugSession:
         groups = {"grad_output": state.grad_output or [], "grad_input": arrays}
         # An edit needs the nodes that receive grad_input not to have run yet (always so when
         # one thread runs backward: they are older than every node of the call).
-        editable = editable and not any(edge is not None and edge[0] in self._ran for edge in call.input_edges)
+        editable = editable and not any(edge is not None and edge[0] in self.record.ran for edge in call.input_edges)
         stop = self._event("post", call, None, groups, editable=editable)
         if stop is None or not stop.edited:
             return
@@ -473,16 +463,16 @@ class DebugSession:
             before, after = arrays[index], stop.groups["grad_input"][index]
             if edge is None or before is None or after is None:
                 continue
-            self._edges[edge].replace(call, after)
+            self.record.edges[edge].replace(call, after)
             self._ensure_pre_hook(edge[0])
 
     def _on_backward_end(self) -> None:
         if not self.attached:
             return
-        leftovers = [c for c, s in self._states.items() if s.pre_seen and not s.post_done]
+        leftovers = [c for c, s in self.record.states.items() if s.pre_seen and not s.post_done]
         for call in sorted(leftovers, key=lambda c: -c.index):
             self._post_point(call, editable=False)
-        self._pass_open = False
+        self.record.open = False
         self.state = "finished"
         if self.mode == "finish":
             self.interface.show(self.layer_table())
@@ -527,21 +517,9 @@ class DebugSession:
             self.current = None
 
     # ---------------------------------------------------------------- editing the gradient
-    def scale(self, factor: float) -> None:
-        """Multiply the gradient at this point by ``factor``."""
-        edits.scale(self, factor)
-
-    def clip(self, limit: float, mode: str = "norm") -> None:
-        """Clip the gradient at this point (see :func:`gradscope.debug.edits.clip`)."""
-        edits.clip(self, limit, mode)
-
-    def zero(self) -> None:
-        """Replace the gradient at this point by zeros."""
-        edits.zero(self)
-
-    def set_value(self, expression: str) -> None:
-        """Replace the gradient by the value of a Python expression (see ``namespace``)."""
-        edits.set_value(self, expression)
+    def edit(self) -> GradientEdit:
+        """The gradient edits (scale, clip, zero, set) at the current stop."""
+        return GradientEdit(self.current, self.record, self.engine)
 
     # ---------------------------------------------------------------- looking
     def namespace(self) -> dict:
@@ -564,33 +542,38 @@ class DebugSession:
         except Exception as error:  # noqa: BLE001 - the user's expression; report it as a message
             raise DebugCommandError(f"{type(error).__name__}: {error}") from None
 
+    # The answers to where, grads, table, params, graph and breakpoints, built from the session's
+    # state by the functions beside the records they make.
     def position(self) -> Position:
         """Where the session is: the answer to ``where``."""
-        return views.position(self)
+        return views.position(self.current, self.state, self.tracker, self.record, self.engine, step=self.step,
+                              loss=views.loss_value(self.engine, self.loss))
 
     def banner(self) -> str:
         """One line announcing the current stop."""
-        return views.banner(self)
+        return views.banner(self.current, self.state, loss=views.loss_value(self.engine, self.loss),
+                            loss_kind=self._loss_kind(self.loss))
 
     def grads_view(self) -> GradsView:
         """The gradients at this point: the answer to ``grads``."""
-        return views.grads_view(self)
+        return views.grads_view(self.current, self.state)
 
     def layer_table(self) -> LayerTable:
         """Every module call of the pass in forward order: the answer to ``table``."""
-        return views.layer_table(self)
+        return views.layer_table(self.current, self.state, self.tracker, self.record, self.engine, self.model)
 
     def params_view(self) -> ParamsView:
         """The current module's parameters (all of the model's when not in a module)."""
-        return views.params_view(self)
+        return views.params_view(self.current, self.state, self.tracker, self.record, self.engine, self.model)
 
     def graph(self, model_output_only: bool = False) -> AutogradGraph:
         """The autograd graph from the loss (or the model's output when the loss is unknown)."""
-        return session_graph(self, model_output_only)
+        return pass_graph(self.loss, self.current, self.state, self.tracker, self.record, engine=self.engine,
+                          parameter_names=self.parameter_names, model_output_only=model_output_only)
 
     def breakpoint_list(self) -> BreakpointList:
         """The answer to ``breakpoints``."""
-        return views.breakpoint_list(self)
+        return views.breakpoint_list(self.breakpoints)
 
     def module_paths(self) -> list[str]:
         """Every module path of the model ("model" for the root), for completion and checks."""

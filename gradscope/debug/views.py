@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import linecache
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradscope.debug.errors import DebugCommandError
 from gradscope.debug.graph import HOOK_NODE
 from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tensor_stats, total_norm
-from gradscope.debug.tracking import Call
+
+if TYPE_CHECKING:
+    from gradscope.debug.conditions import BreakpointTable
+    from gradscope.debug.record import PassRecord, Stop
+    from gradscope.debug.tracking import Call, ForwardTracker
+    from gradscope.engines import Engine
 
 
 @dataclass(frozen=True)
@@ -184,47 +189,50 @@ class GraphView:
     stop_at_pending: bool = False
 
 
-def _calls(session) -> list[Call]:
+# ---------------------------------------------------------------- building the records
+# What a session knows, as the builders take it: the point where it is stopped (``stop``, None
+# when running or finished), ``state`` (``"idle"``, ``"forward"``, ``"start"``, ``"backward"``
+# or ``"finished"``), the forward calls of the pass (``tracker``), what backward did with them
+# (``record``) and the engine adapter that reads tensors.
+
+def _backward_calls(tracker: ForwardTracker) -> list[Call]:
     """The calls backward visits: an output requires grad and the call made it (a module that
     returns its argument unchanged, such as ``nn.Identity``, has no backward of its own)."""
-    return [call for call in session.tracker.calls if call.has_grad_outputs and call.output_edges]
+    return [call for call in tracker.calls if call.has_grad_outputs and call.output_edges]
 
 
-def _counts(session) -> tuple[int, int]:
-    calls = _calls(session)
-    done = sum(1 for call in calls if session._state(call).post_done)
+def _counts(tracker: ForwardTracker, record: PassRecord) -> tuple[int, int]:
+    calls = _backward_calls(tracker)
+    done = sum(1 for call in calls if record.state(call).post_done)
     return done, len(calls) - done
 
 
-def _last_ran(session, call: Call) -> Any:
-    """The node of ``call`` that ran last (leaf accumulators aside)."""
-    ran = [n for n in call.nodes if n in session._ran and getattr(n, "variable", None) is None]
-    return max(ran, key=session._ran.__getitem__) if ran else None
+def loss_value(engine: Engine, loss: Any) -> float | None:
+    """The loss as a number, when it is known and has one element."""
+    loss_array = engine.to_numpy(loss) if loss is not None else None
+    return float(loss_array.reshape(-1)[0]) if loss_array is not None and loss_array.size == 1 else None
 
 
-def position(session) -> Position:
+def position(stop: Stop | None, state: str, tracker: ForwardTracker, record: PassRecord, engine: Engine, *,
+             step: int | None, loss: float | None) -> Position:
     """Where the session is: the answer to ``where``."""
-    stop = session.current
-    done, pending = _counts(session)
+    done, pending = _counts(tracker, record)
     if stop is not None and stop.phase == "forward":
-        active = session.tracker.active_calls
-        done, pending = len(session.tracker.calls) - len(active), len(active)
-    loss_array = session.engine.to_numpy(session.loss) if session.loss is not None else None
-    loss = float(loss_array.reshape(-1)[0]) if loss_array is not None and loss_array.size == 1 else None
+        active = tracker.active_calls
+        done, pending = len(tracker.calls) - len(active), len(active)
+    user_code = tracker.user_code
     notes = []
-    if session._first_nonfinite is not None:
-        node, owner = session._first_nonfinite
+    if record.first_nonfinite is not None:
+        node, owner = record.first_nonfinite
         where = f" in {owner.display}" if owner is not None else " outside the model's modules"
-        created = session.user_code.creation_site(session.engine, node) or (owner.source if owner is not None
-                                                                      else "unknown")
+        created = user_code.creation_site(engine, node) or (owner.source if owner is not None else "unknown")
         notes.append(f"first non-finite gradient of this pass: produced by {node.name()}{where} "
                      f"(created at {created})")
     if stop is None:
-        state = session.state
         reason = "backward finished" if state == "finished" else state
         return Position(state=state, phase=None, module=None, module_type=None, node=None,
                         modules_done=done, modules_pending=pending, source=None, reason=reason,
-                        step=session.step, loss=loss, notes=tuple(notes))
+                        step=step, loss=loss, notes=tuple(notes))
     call = stop.call
     node_text = None
     source = call.source if call is not None else None
@@ -235,7 +243,7 @@ def position(session) -> Position:
         if producers:
             node_text = ", ".join(sorted({n.name() for n in producers})) + " (produced grad_input)"
         else:
-            last = _last_ran(session, call)
+            last = record.last_ran(call)
             node_text = None if last is None else f"{last.name()} (ran last)"
     elif stop.value_kind is not None:
         node_text = None if stop.node is None else f"{stop.node.name()} (made the value)"
@@ -248,12 +256,12 @@ def position(session) -> Position:
             node_text += " (created)"
     elif stop.phase == "node":
         node_text = f"{stop.node.name()} (just ran)"
-        source = session.user_code.creation_site(session.engine, stop.node) or source
-    if stop.phase == "pre" and call is not None and call.parent is None and session._first_nonfinite is None \
+        source = user_code.creation_site(engine, stop.node) or source
+    if stop.phase == "pre" and call is not None and call.parent is None and record.first_nonfinite is None \
             and any(nonfinite_count(a) for a in stop.groups["grad_output"] if a is not None):
         notes.append("the gradient reaching the model is already non-finite: it comes from the loss "
                      "computation, outside the model's modules")
-    if stop.phase == "post" and call is not None and session._state(call).deferred:
+    if stop.phase == "post" and call is not None and record.state(call).deferred:
         notes.append("no input of this module requires grad: grad_input is None")
     if stop.phase == "start":
         state = "start"
@@ -264,8 +272,7 @@ def position(session) -> Position:
                     module=None if call is None else call.display,
                     module_type=None if call is None else call.type_name, node=node_text,
                     modules_done=done, modules_pending=pending, source=source, reason=stop.reason,
-                    step=session.step, loss=loss, notes=tuple(notes), edits=tuple(stop.edits))
-
+                    step=step, loss=loss, notes=tuple(notes), edits=tuple(stop.edits))
 
 
 def _real_nodes(nodes: list) -> list:
@@ -282,20 +289,18 @@ def _real_nodes(nodes: list) -> list:
     return found
 
 
-def banner(session) -> str:
-    """One line announcing the current stop."""
-    stop = session.current
+def banner(stop: Stop | None, state: str, *, loss: float | None = None, loss_kind: str | None = None) -> str:
+    """One line announcing the point ``stop`` (``loss`` and ``loss_kind``, ``"nan"``/``"inf"``
+    or None, are shown at the ``start`` point)."""
     if stop is None:
-        return "backward finished" if session.state == "finished" else session.state
+        return "backward finished" if state == "finished" else state
     if stop.phase == "start":
-        loss = position(session).loss
         value = "" if loss is None else f" (loss = {loss:.6g})"
-        banner = f"stopped before backward{value}: forward done, backward not started"
-        kind = session._loss_kind(session.loss)
-        if kind is not None:
-            banner += (f" · the loss is already {kind}: the forward pass made it "
-                       f"(--break 'forward {kind}' stops at the line that did)")
-        return banner
+        text = f"stopped before backward{value}: forward done, backward not started"
+        if loss_kind is not None:
+            text += (f" · the loss is already {loss_kind}: the forward pass made it "
+                     f"(--break 'forward {loss_kind}' stops at the line that did)")
+        return text
     what = {"forward": "output computed", "pre": "grad_output known, before its backward",
             "post": "grad_input known, after its backward", "node": "node ran"}[stop.phase]
     place = stop.call.display if stop.call is not None else "(outside the model's modules)"
@@ -310,9 +315,8 @@ def banner(session) -> str:
     return f"stopped at {place}{kind} · {stop.phase}: {what} · {stop.reason}"
 
 
-def grads_view(session) -> GradsView:
-    """The gradients at this point: the answer to ``grads``."""
-    stop = session.current
+def grads_view(stop: Stop | None, state: str) -> GradsView:
+    """The gradients at ``stop``: the answer to ``grads``."""
     if stop is None or stop.phase == "start":
         raise DebugCommandError("no gradients at this point (use table or params)")
     groups = []
@@ -327,73 +331,74 @@ def grads_view(session) -> GradsView:
                                                                           "the post point)"),)))
     if stop.edits:
         notes.append("edited here: " + "; ".join(stop.edits))
-    title = banner(session).removeprefix("stopped at ")
+    title = banner(stop, state).removeprefix("stopped at ")
     return GradsView(title=title, groups=tuple(groups), notes=tuple(notes))
 
 
-def _param_status(session, param: Any) -> str:
+def _param_status(param: Any, tracker: ForwardTracker, record: PassRecord) -> str:
     """``"accumulated"`` in this pass, ``"pending"``, ``"not used"`` or ``"frozen"``."""
     if not param.requires_grad:
         return "frozen"
-    accumulators = {id(getattr(node, "variable", None)): node for call in session.tracker.calls
+    accumulators = {id(getattr(node, "variable", None)): node for call in tracker.calls
                     for node in call.own_nodes if getattr(node, "variable", None) is not None}
     node = accumulators.get(id(param))
     if node is None:
         return "not used"
-    return "accumulated" if node in session._ran else "pending"
+    return "accumulated" if node in record.ran else "pending"
 
 
-def layer_table(session) -> LayerTable:
+def layer_table(stop: Stop | None, state: str, tracker: ForwardTracker, record: PassRecord, engine: Engine,
+                model: Any) -> LayerTable:
     """Every module call of the pass in forward order: the answer to ``table``."""
-    stop = session.current
     rows = []
-    for call in session.tracker.calls:
-        state = session._state(call)
+    for call in tracker.calls:
+        call_state = record.state(call)
         if not call.has_grad_outputs:
             status = "no grad"
-        elif not call.output_edges and session.state != "forward":
+        elif not call.output_edges and state != "forward":
             status = "passed through"
         elif stop is not None and stop.call is call:
             status = f"current ({stop.phase})"
-        elif state.post_done:
+        elif call_state.post_done:
             status = "done"
-        elif state.pre_seen:
+        elif call_state.pre_seen:
             status = "running"
         else:
             status = "pending"
-        accumulated = [session.engine.to_numpy(p.grad) for p in call.module.parameters(recurse=False)
-                       if p.grad is not None and _param_status(session, p) == "accumulated"]
+        accumulated = [engine.to_numpy(p.grad) for p in call.module.parameters(recurse=False)
+                       if p.grad is not None and _param_status(p, tracker, record) == "accumulated"]
         rows.append(LayerRow(module=call.display, module_type=call.type_name, status=status,
-                             grad_output_norm=state.grad_output_norm, grad_input_norm=state.grad_input_norm,
+                             grad_output_norm=call_state.grad_output_norm,
+                             grad_input_norm=call_state.grad_input_norm,
                              param_grad_norm=total_norm(accumulated) if accumulated else None,
-                             nonfinite=state.nonfinite, edits="; ".join(state.edits)))
-    grads = [session.engine.to_numpy(p.grad) for p in session.model.parameters() if p.grad is not None]
+                             nonfinite=call_state.nonfinite, edits="; ".join(call_state.edits)))
+    grads = [engine.to_numpy(p.grad) for p in model.parameters() if p.grad is not None]
     notes = []
-    if session.state != "finished" and session.state != "idle":
+    if state != "finished" and state != "idle":
         notes.append("gradients of modules not done yet are not known; parameter norms count only "
                      "gradients accumulated in this pass")
     return LayerTable(rows=tuple(rows), total_param_grad_norm=total_norm(grads) if grads else None,
                       notes=tuple(notes))
 
 
-def params_view(session) -> ParamsView:
-    """The current module's parameters (all of the model's when not in a module)."""
-    stop = session.current
+def params_view(stop: Stop | None, state: str, tracker: ForwardTracker, record: PassRecord, engine: Engine,
+                model: Any) -> ParamsView:
+    """The parameters of the module at ``stop`` (all of the model's when not in a module)."""
     call = stop.call if stop is not None else None
-    module = call.module if call is not None else session.model
+    module = call.module if call is not None else model
     prefix = (call.path + ".") if call is not None and call.path else ""
     rows = []
     for name, param in module.named_parameters():
         grad = param.grad
-        status = _param_status(session, param) if session.state != "finished" else \
+        status = _param_status(param, tracker, record) if state != "finished" else \
             ("accumulated" if grad is not None else "no grad")
         if grad is None:
             rows.append(ParamRow(prefix + name, tuple(param.shape), status if status != "accumulated"
-                                 else "no grad", None, None, None, 0, l2_norm(session.engine.to_numpy(param))))
+                                 else "no grad", None, None, None, 0, l2_norm(engine.to_numpy(param))))
             continue
-        stats = tensor_stats(name, session.engine.to_numpy(grad))
+        stats = tensor_stats(name, engine.to_numpy(grad))
         rows.append(ParamRow(prefix + name, tuple(param.shape), status, stats.norm, stats.mean,
-                             stats.abs_max, stats.nonfinite, l2_norm(session.engine.to_numpy(param))))
+                             stats.abs_max, stats.nonfinite, l2_norm(engine.to_numpy(param))))
     notes = []
     if any(row.status == "pending" for row in rows):
         notes.append("'pending': this pass has not accumulated its gradient yet; .grad shows what "
@@ -402,7 +407,7 @@ def params_view(session) -> ParamsView:
                       notes=tuple(notes))
 
 
-def breakpoint_list(session) -> BreakpointList:
+def breakpoint_list(breakpoints: BreakpointTable) -> BreakpointList:
     """The answer to ``breakpoints``."""
     return BreakpointList(tuple(BreakpointRow(b.number, b.text, b.phase_text, b.enabled, b.hits)
-                                for b in session.breakpoints.breakpoints))
+                                for b in breakpoints.breakpoints))
