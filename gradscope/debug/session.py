@@ -39,7 +39,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from gradscope.debug import views
-from gradscope.debug.conditions import NONFINITE_KINDS, BreakpointTable, Event
+from gradscope.debug.conditions import BreakpointTable, Event
 from gradscope.debug.edits import GradientEdit
 from gradscope.debug.errors import DebugCommandError, DebuggerQuit
 from gradscope.debug.forward import ValueWatch
@@ -201,43 +201,18 @@ class DebugSession:
     def _active(self) -> bool:
         return self.attached and not self._pausing
 
-    def watches_forward_values(self) -> bool:
-        """Whether a ``forward`` breakpoint looks for NaN/Inf (then ``run_debug_step`` traces the
-        lines of the forward pass with a :class:`ValueWatch`)."""
-        return any(b.enabled and b.watches_forward_values() for b in self.breakpoints.breakpoints)
-
     def forward_watch(self) -> ValueWatch | nullcontext:
         """A context that traces the forward pass for non-finite values when a breakpoint asks."""
-        if not self.watches_forward_values():
+        if not self.breakpoints.watches_forward_values():
             return nullcontext()
         self.value_watch = ValueWatch(self.engine, self.user_code, self._forward_value)
         return self.value_watch
-
-    def forward_breakpoint_for(self, loss: Any) -> str | None:
-        """The ``forward`` condition that stops at the line which made the loss NaN/Inf, when the
-        loss is already non-finite before backward starts and the breakpoints that look for
-        NaN/Inf only check backward points (they would stop far from the cause, at the loss's
-        own nodes); None otherwise."""
-        if self.watches_forward_values():
-            return None
-        kind = self._loss_kind(loss)
-        if kind is None:
-            return None
-        backward_only = [b for b in self.breakpoints.breakpoints
-                         if b.enabled and b.kinds() & NONFINITE_KINDS and "forward" not in b.phases]
-        return f"forward {kind}" if backward_only else None
 
     def forget_forward(self) -> None:
         """Forget the forward pass recorded so far (before running it again from the same state)."""
         self.tracker.reset()
         self._reset_pass()
         self.state = "idle"
-
-    def _loss_kind(self, loss: Any) -> str | None:
-        """``"nan"``/``"inf"`` when the loss is a tensor that holds one, else None."""
-        if not self.engine.is_tensor(loss):
-            return None
-        return self.engine.nonfinite_kind(loss)
 
     # ---------------------------------------------------------------- driving one step
     def begin_backward(self, loss: Any) -> None:
@@ -552,7 +527,7 @@ class DebugSession:
     def banner(self) -> str:
         """One line announcing the current stop."""
         return views.banner(self.current, self.state, loss=views.loss_value(self.engine, self.loss),
-                            loss_kind=self._loss_kind(self.loss))
+                            loss_kind=views.loss_kind(self.engine, self.loss))
 
     def grads_view(self) -> GradsView:
         """The gradients at this point: the answer to ``grads``."""
@@ -615,7 +590,7 @@ def run_debug_step(model: Any, compute_loss: Callable[[], Any], interface: Inter
         session.attach()
         with engine.record_creation_traces(), session.forward_watch():
             loss = compute_loss()
-        condition = session.forward_breakpoint_for(loss)
+        condition = session.breakpoints.forward_condition_for(views.loss_kind(engine, loss))
         if condition is not None:
             kind = condition.split()[-1]
             added = session.breakpoints.add(condition)

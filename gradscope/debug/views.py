@@ -213,6 +213,13 @@ def loss_value(engine: Engine, loss: Any) -> float | None:
     return float(loss_array.reshape(-1)[0]) if loss_array is not None and loss_array.size == 1 else None
 
 
+def loss_kind(engine: Engine, loss: Any) -> str | None:
+    """``"nan"``/``"inf"`` when the loss is a tensor that holds one, else None."""
+    if not engine.is_tensor(loss):
+        return None
+    return engine.nonfinite_kind(loss)
+
+
 def position(stop: Stop | None, state: str, tracker: ForwardTracker, record: PassRecord, engine: Engine, *,
              step: int | None, loss: float | None) -> Position:
     """Where the session is: the answer to ``where``."""
