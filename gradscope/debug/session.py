@@ -95,8 +95,6 @@ class Snapshot:
             param.grad = None if grad is None else engine.clone(grad)
 
 
-
-
 def _engine(model: Any) -> Engine:
     engine = engine_of(model)
     if engine is None:
@@ -105,9 +103,25 @@ def _engine(model: Any) -> Engine:
     return engine
 
 
-
 class DebugSession:
-    """Breakpoints, stepping and gradient edits on one model (gradscope's or PyTorch's).
+    """A debugging session on one model (gradscope's or PyTorch's): its state, the hooks that
+    turn forward and backward into stopping points, and stepping between them.
+
+    What the commands show is built from this state by :mod:`gradscope.debug.views` (and
+    :func:`~gradscope.debug.graph.pass_graph`); the gradient edits at a stop are a
+    :class:`~gradscope.debug.edits.GradientEdit` (:meth:`edit`).
+
+    The state:
+
+    * ``state``: ``"idle"``, ``"forward"``, ``"start"`` (forward done, backward not started),
+      ``"backward"`` or ``"finished"``;
+    * ``mode``: how to go on from a stop (``"step"``, ``"next"``, ``"continue"``, ``"finish"``),
+      with ``next_depth``, the nesting level ``next`` stops at or above;
+    * ``current``: the :class:`~gradscope.debug.record.Stop` the session is stopped at (None
+      while running);
+    * ``tracker``: the module calls of the forward pass; ``record``: what backward did with them
+      (a :class:`~gradscope.debug.record.PassRecord`, replaced when a new pass starts);
+    * ``loss``: the tensor backward started from; ``snapshot``: what ``quit`` restores.
 
     Args:
         model: the root module to debug.
