@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from gradscope.debug.stats import nonfinite_count, total_norm
 from gradscope.debug.tracking import Call
 
 
@@ -124,6 +125,91 @@ class PassRecord:
         if state is None:
             state = self.states[call] = CallState()
         return state
+
+    def watch_edges(self, call: Call) -> None:
+        """Start recording what is sent along the edges of ``call``'s arguments."""
+        for edge in call.input_edges:
+            if edge is not None and edge not in self.edges:
+                self.edges[edge] = Edge()
+
+    def note_grad_output(self, call: Call, node: Any, gradients: list,
+                         to_numpy: Callable[[Any], np.ndarray]) -> tuple[CallState, list]:
+        """Record the gradients ``node`` is about to receive (``gradients``, by input slot) for
+        ``call``'s outputs; returns the call's state and the ``(output index, slot)`` pairs noted."""
+        state = self.state(call)
+        slots = [(index, nr) for index, (edge_node, nr) in enumerate(call.output_edges) if edge_node is node]
+        if state.grad_output is None:
+            state.grad_output = [None] * len(call.output_edges)
+            state.output_templates = [None] * len(call.output_edges)
+        for index, nr in slots:
+            gradient = gradients[nr] if nr < len(gradients) else None
+            state.grad_output[index] = None if gradient is None else to_numpy(gradient)
+            state.output_templates[index] = gradient
+        state.grad_output_norm = total_norm(state.grad_output)
+        state.nonfinite += sum(nonfinite_count(state.grad_output[i]) for i, _ in slots
+                               if state.grad_output[i] is not None)
+        return state, slots
+
+    def start_call(self, call: Call) -> bool:
+        """Mark ``call``'s backward started (its ``pre`` point): from now on it waits for its
+        nodes under the loss that have not run. False when it had started already (a later
+        output node of the call)."""
+        state = self.state(call)
+        if state.pre_seen:
+            return False
+        state.pre_seen = True
+        state.deferred = not call.has_grad_inputs
+        state.pending = {n for n in call.nodes if n not in self.ran
+                         and (self.reachable is None or n in self.reachable)}
+        return True
+
+    def note_sent(self, node: Any, gradients: tuple, arrays: list | None,
+                  to_numpy: Callable[[Any], np.ndarray]) -> None:
+        """Record what ``node`` sent along the argument edges it feeds (``arrays``: the host copies
+        of ``gradients`` when already made; only the edges recorded are copied otherwise)."""
+        for index, ((child, nr), gradient) in enumerate(zip(node.next_functions, gradients)):
+            edge = self.edges.get((child, nr)) if child is not None and gradient is not None else None
+            if edge is not None:
+                edge.add(node, arrays[index] if arrays is not None else to_numpy(gradient))
+
+    def calls_done_by(self, node: Any, owner: Call | None) -> Iterator[Call]:
+        """The calls (``owner``, then its ancestors) whose backward is done now that ``node`` ran,
+        each yielded when it is reached (so that the caller's stop at one comes before the next)."""
+        call = owner
+        while call is not None:
+            state = self.states.get(call)
+            if state is not None and state.pre_seen and node in state.pending:
+                state.pending.discard(node)
+                if not state.pending and not state.post_done:
+                    yield call
+            call = call.parent
+
+    def finish_call(self, call: Call) -> list:
+        """Mark ``call``'s backward done (its ``post`` point) and return its ``grad_input``: per
+        argument, the sum of what its nodes sent along the argument's edge (None if nothing)."""
+        state = self.state(call)
+        state.post_done = True
+        arrays = [None if edge is None or edge not in self.edges else self.edges[edge].part_of(call)
+                  for edge in call.input_edges]
+        state.grad_input = arrays
+        state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
+        state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
+        return arrays
+
+    def edit_grad_input(self, call: Call, before: list, after: list) -> list:
+        """Put the edited ``grad_input`` of ``call`` in place of what its nodes sent; returns the
+        edges changed (their receiving nodes must apply the edit before they run)."""
+        changed = []
+        for index, edge in enumerate(call.input_edges):
+            if edge is None or before[index] is None or after[index] is None:
+                continue
+            self.edges[edge].replace(call, after[index])
+            changed.append(edge)
+        return changed
+
+    def unfinished_calls(self) -> list[Call]:
+        """The calls whose backward started but has not finished, the newest first."""
+        return sorted((c for c, s in self.states.items() if s.pre_seen and not s.post_done), key=lambda c: -c.index)
 
     def last_ran(self, call: Call) -> Any:
         """The node of ``call`` that ran last (leaf accumulators aside)."""

@@ -44,8 +44,7 @@ from gradscope.debug.edits import GradientEdit
 from gradscope.debug.errors import DebugCommandError, DebuggerQuit
 from gradscope.debug.forward import ValueWatch
 from gradscope.debug.graph import AutogradGraph, pass_graph
-from gradscope.debug.record import Edge, PassRecord, Stop
-from gradscope.debug.stats import nonfinite_count, total_norm
+from gradscope.debug.record import PassRecord, Stop
 from gradscope.debug.tracking import Call, ForwardTracker, UserCode
 from gradscope.debug.views import BreakpointList, GradsView, LayerTable, ParamsView, Position
 from gradscope.engines import Engine, engine_of
@@ -285,9 +284,7 @@ class DebugSession:
         if not self._active():
             return
         self._hook_nodes(call.own_nodes)
-        for edge in call.input_edges:
-            if edge is not None and edge not in self.record.edges:
-                self.record.edges[edge] = Edge()
+        self.record.watch_edges(call)
         for node in call.output_nodes:
             self._pre_calls.setdefault(node, []).append(call)
             self._ensure_pre_hook(node)
@@ -372,24 +369,9 @@ class DebugSession:
 
     def _pre_point(self, call: Call, node: Any, current: list) -> bool:
         """Record (and maybe stop at) the ``pre`` point of ``call``; edits go into ``current``."""
-        state = self.record.state(call)
-        slots = [(index, nr) for index, (edge_node, nr) in enumerate(call.output_edges) if edge_node is node]
-        if state.grad_output is None:
-            state.grad_output = [None] * len(call.output_edges)
-            state.output_templates = [None] * len(call.output_edges)
-        for index, nr in slots:
-            gradient = current[nr] if nr < len(current) else None
-            state.grad_output[index] = None if gradient is None else self.engine.to_numpy(gradient)
-            state.output_templates[index] = gradient
-        state.grad_output_norm = total_norm(state.grad_output)
-        state.nonfinite += sum(nonfinite_count(state.grad_output[i]) for i, _ in slots
-                               if state.grad_output[i] is not None)
-        if state.pre_seen:
+        state, slots = self.record.note_grad_output(call, node, current, self.engine.to_numpy)
+        if not self.record.start_call(call):
             return False  # a later output node of a call whose pre point has passed
-        state.pre_seen = True
-        state.deferred = not call.has_grad_inputs
-        state.pending = {n for n in call.nodes if n not in self.record.ran
-                         and (self.record.reachable is None or n in self.record.reachable)}
         stop = self._event("pre", call, None, {"grad_output": state.grad_output})
         if stop is None or not stop.edited:
             return False
@@ -418,48 +400,28 @@ class DebugSession:
                 produced = stop.groups["grad_input"]
                 replacement = tuple(None if template is None or new is None else self._tensor_like(new, template)
                                     for new, template in zip(produced, grad_inputs))
-        for index, ((child, nr), gradient) in enumerate(zip(node.next_functions, grad_inputs)):
-            edge = self.record.edges.get((child, nr)) if child is not None and gradient is not None else None
-            if edge is not None:
-                edge.add(node, produced[index] if produced is not None else self.engine.to_numpy(gradient))
-        call = owner
-        while call is not None:
-            state = self.record.states.get(call)
-            if state is not None and state.pre_seen:
-                if node in state.pending:
-                    state.pending.discard(node)
-                    if not state.pending and not state.post_done:
-                        self._post_point(call, editable=True)
-            call = call.parent
+        self.record.note_sent(node, grad_inputs, produced, self.engine.to_numpy)
+        for call in self.record.calls_done_by(node, owner):
+            self._post_point(call, editable=True)
         return replacement
 
     def _post_point(self, call: Call, editable: bool) -> None:
-        state = self.record.state(call)
-        state.post_done = True
-        arrays = [None if edge is None or edge not in self.record.edges else self.record.edges[edge].part_of(call)
-                  for edge in call.input_edges]
-        state.grad_input = arrays
-        state.grad_input_norm = total_norm(arrays) if any(a is not None for a in arrays) else None
-        state.nonfinite += sum(nonfinite_count(a) for a in arrays if a is not None)
-        groups = {"grad_output": state.grad_output or [], "grad_input": arrays}
+        arrays = self.record.finish_call(call)
+        groups = {"grad_output": self.record.state(call).grad_output or [], "grad_input": arrays}
         # An edit needs the nodes that receive grad_input not to have run yet (always so when
         # one thread runs backward: they are older than every node of the call).
-        editable = editable and not any(edge is not None and edge[0] in self.record.ran for edge in call.input_edges)
+        editable = editable and not any(edge is not None and edge[0] in self.record.ran
+                                        for edge in call.input_edges)
         stop = self._event("post", call, None, groups, editable=editable)
         if stop is None or not stop.edited:
             return
-        for index, edge in enumerate(call.input_edges):
-            before, after = arrays[index], stop.groups["grad_input"][index]
-            if edge is None or before is None or after is None:
-                continue
-            self.record.edges[edge].replace(call, after)
+        for edge in self.record.edit_grad_input(call, arrays, stop.groups["grad_input"]):
             self._ensure_pre_hook(edge[0])
 
     def _on_backward_end(self) -> None:
         if not self.attached:
             return
-        leftovers = [c for c, s in self.record.states.items() if s.pre_seen and not s.post_done]
-        for call in sorted(leftovers, key=lambda c: -c.index):
+        for call in self.record.unfinished_calls():
             self._post_point(call, editable=False)
         self.record.open = False
         self.state = "finished"
@@ -584,9 +546,9 @@ def run_debug_step(model: Any, compute_loss: Callable[[], Any], interface: Inter
     ``loss.backward()``); ``locate`` is passed to the session. When the loss is already NaN/Inf
     after forward and only backward breakpoints look for NaN/Inf, the session says so, adds a
     ``forward nan`` (or ``inf``) breakpoint and runs the forward pass again from the same state
-    (``forward_again()``, default ``compute_loss()``), so that it stops at the line that made it. Source lines point at code that
-    runs below this call, never at its callers. Every hook is removed at the end, whatever
-    happens. On ``quit``, on an error and on Ctrl-C the parameters' values and gradients and the
+    (``forward_again()``, default ``compute_loss()``), so that it stops at the line that made
+    it. Source lines point at code that runs below this call, never at its callers. Every hook
+    is removed at the end, whatever happens. On ``quit``, on an error and on Ctrl-C the parameters' values and gradients and the
     buffers are restored to what they were before the call.
 
     Returns:
