@@ -1,6 +1,7 @@
-"""What a debugging session records of a pass: the point where it is stopped (:class:`Stop`),
-what backward did with each module call (:class:`CallState`), and the gradient sent along each
-edge that is some call's argument (:class:`Edge`).
+"""What a debugging session records: the point where it is stopped (:class:`Stop`) and, for
+the current pass, a :class:`PassRecord`: what backward did with each module call
+(:class:`CallState`), which nodes ran, and the gradient sent along each edge that is some call's
+argument (:class:`Edge`, from which a call's ``grad_input`` is summed and edited).
 """
 from __future__ import annotations
 
@@ -16,7 +17,20 @@ from gradscope.debug.tracking import Call
 
 @dataclass(eq=False)
 class CallState:
-    """What backward did with one module call."""
+    """What backward did with one module call.
+
+    Attributes:
+        pre_seen: its ``pre`` point has passed (its backward started).
+        post_done: its ``post`` point has passed (its backward is done).
+        deferred: no argument requires grad, so ``grad_input`` is None.
+        grad_output: per output, the gradient it received (host arrays; None where unknown).
+        output_templates: per output, the tensor that gradient came in (for its device and dtype).
+        grad_input: per argument, the gradient sent to it.
+        grad_output_norm, grad_input_norm: their total norms.
+        nonfinite: how many non-finite entries they held.
+        pending: the call's nodes under the loss that have not run yet.
+        edits: the gradient edits made at its points (``"pre: scale 0.5"``).
+    """
 
     pre_seen: bool = False
     post_done: bool = False
@@ -83,7 +97,20 @@ class Edge:
 
 @dataclass(eq=False)
 class Stop:
-    """The point where the session is stopped."""
+    """The point where the session is stopped.
+
+    Attributes:
+        phase: ``"forward"``, ``"start"``, ``"pre"``, ``"node"`` or ``"post"``.
+        call: the module call it belongs to (None outside the model's modules, or at ``start``).
+        node: the autograd node (at ``node`` points, and at a forward line that made a NaN/Inf).
+        reason: why the session stopped (``"breakpoint 1 (nan)"``, ``"step"``, ...).
+        groups: the host arrays shown, by name (``"grad_output"``, ``"grad_input"``, ``"output"``).
+        editable: the name of the group an edit replaces, or None when nothing can be edited.
+        edited, edits: whether the group was edited here, and how.
+        source: ``file:line`` of the forward line (with ``value_kind``).
+        value_kind: ``"nan"``/``"inf"`` when a line of forward code made one, else None.
+        line: ``(filename, line)`` of that line.
+    """
 
     phase: str
     call: Call | None

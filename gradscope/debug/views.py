@@ -1,5 +1,8 @@
-"""What the debugger's commands show, as plain frozen records. ``gradscope.render.debug``
-turns them into rich renderables and ``gradscope.debug.text`` into plain text.
+"""What the debugger's commands show, as plain frozen records, and the functions that build
+them from a session's state (:func:`position` for ``where``, :func:`banner`, :func:`grads_view`,
+:func:`layer_table` for ``table``, :func:`params_view`, :func:`breakpoint_list`; the graph's
+builder is :func:`gradscope.debug.graph.pass_graph`). ``gradscope.render.debug`` turns the
+records into rich renderables and ``gradscope.debug.text`` into plain text.
 
 Both draw the tables with the same columns (:data:`GRADS_COLUMNS`, ...) and the same fitting
 rules as ``inspect``: at a given width no name or number is cut; columns are left out in order
