@@ -72,10 +72,12 @@ class Position:
         module: display path of the module ("model" for the root), or None.
         module_type: its class name.
         node: the autograd node at this point, with what it is (``"AddBackward0 (next to run)"``).
-        modules_done: module calls whose backward has finished.
-        modules_pending: module calls whose backward has not finished (the current one included).
+        modules_done: module calls whose backward has finished (at a forward point: the calls
+            that have returned).
+        modules_pending: module calls whose backward has not finished, the current one included
+            (at a forward point: the calls that have started and not returned).
         source: ``file:line`` of the module's forward call, or of the node's creation.
-        reason: why the debugger stopped (``"breakpoint 1: nan"``, ``"step"``, ...).
+        reason: why the debugger stopped (``"breakpoint 1 (nan)"``, ``"step"``, ...).
         step: the training step being debugged, when known.
         loss: the loss value, when known.
         notes: further remarks (first non-finite gradient, missing grad_input, ...).
