@@ -12,8 +12,8 @@ from typing import IO, Any, Sequence
 
 from gradscope.debug.conditions import Breakpoint, ConditionError, Event, parse_condition
 from gradscope.debug.graph import AutogradGraph, GraphNode, build_graph, trace_graph
-from gradscope.debug.session import (DebugCommandError, DebuggerQuit, DebugSession, Snapshot,
-                                     run_debug_step)
+from gradscope.debug.errors import DebugCommandError, DebuggerQuit
+from gradscope.debug.session import DebugSession, Snapshot, run_debug_step
 from gradscope.debug.shell import DebuggerShell, Presenter
 from gradscope.debug.text import TextPresenter
 from gradscope.debug.tracking import Call, ForwardTracker

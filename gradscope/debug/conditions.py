@@ -256,6 +256,22 @@ class BreakpointTable:
         self.breakpoints.append(breakpoint_)
         return breakpoint_
 
+    def watches_forward_values(self) -> bool:
+        """Whether an enabled ``forward`` breakpoint looks for NaN/Inf (then ``run_debug_step``
+        traces the lines of the forward pass with a ``ValueWatch``)."""
+        return any(b.enabled and b.watches_forward_values() for b in self.breakpoints)
+
+    def forward_condition_for(self, loss_kind: str | None) -> str | None:
+        """The ``forward`` condition that stops at the line which made the loss NaN/Inf, when the
+        loss is already ``loss_kind`` (``"nan"``/``"inf"``) before backward starts and the
+        breakpoints that look for NaN/Inf only check backward points (they would stop far from
+        the cause, at the loss's own nodes); None otherwise."""
+        if self.watches_forward_values() or loss_kind is None:
+            return None
+        backward_only = [b for b in self.breakpoints
+                         if b.enabled and b.kinds() & NONFINITE_KINDS and "forward" not in b.phases]
+        return f"forward {loss_kind}" if backward_only else None
+
     def get(self, number: int) -> Breakpoint:
         for breakpoint_ in self.breakpoints:
             if breakpoint_.number == number:

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from gradscope.engines import ACCUMULATE_NODE, HOOK_NODE, Engine
+
+if TYPE_CHECKING:
+    from gradscope.debug.record import PassRecord, Stop
+    from gradscope.debug.tracking import ForwardTracker
 
 __all__ = ["ACCUMULATE_NODE", "HOOK_NODE", "AutogradGraph", "GraphNode", "TreeLine", "build_graph", "node_label",
            "trace_graph", "tree_lines"]
@@ -169,6 +173,29 @@ def node_label(node: GraphNode) -> str:
     if node.parameter is not None:
         return f"AccumulateGrad {node.parameter} {shapes}"
     return f"{node.name} {shapes}"
+
+
+def pass_graph(loss: Any, stop: Stop | None, state: str, tracker: ForwardTracker, record: PassRecord, *,
+               engine: Engine, parameter_names: dict, model_output_only: bool = False) -> AutogradGraph:
+    """The graph a debugging session shows: from the loss (or from the model's outputs when the
+    loss is unknown or ``model_output_only``), each node named by the module call that owns it,
+    marked with whether it ran in this pass (once backward started) and whether it belongs to
+    the point ``stop``."""
+    if loss is not None and loss.grad_fn is not None and not model_output_only:
+        roots = [loss.grad_fn]
+    else:
+        roots = [n for call in tracker.calls if call.parent is None for n in call.output_nodes]
+    current = stop.call.nodes if stop is not None and stop.call is not None else set()
+    if stop is not None and stop.phase == "node":
+        current = {stop.node}
+    tracked = state in ("backward", "finished") or record.ran
+
+    def owner(node: Any) -> str | None:
+        call = tracker.owner_of(node)
+        return None if call is None else call.display
+
+    return build_graph(roots, owner_of=owner, parameter_names=parameter_names,
+                       ran=record.ran if tracked else None, current=current, engine=engine)
 
 
 def trace_graph(model: Any, compute_loss: Callable[[], Any]) -> AutogradGraph:

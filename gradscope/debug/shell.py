@@ -14,7 +14,8 @@ from collections import deque
 from typing import IO, Any, Protocol
 
 from gradscope.debug.conditions import ConditionError
-from gradscope.debug.session import DebugCommandError, DebugSession
+from gradscope.debug.errors import DebugCommandError
+from gradscope.debug.session import DebugSession
 from gradscope.debug.views import GraphView
 
 KEYWORDS = ("nan", "inf", "nonfinite", "module", "type", "node", "norm", "grad_output", "grad_input", "output",
@@ -284,7 +285,7 @@ class DebuggerShell(cmd.Cmd):
     # ---------------------------------------------------------------- changing
     def do_scale(self, arg: str) -> bool:
         """scale F: multiply the gradient here by F; the rest of backward uses the result."""
-        self.session.scale(_number(arg, "scale F"))
+        self.session.edit().scale(_number(arg, "scale F"))
         self._edited()
         return False
 
@@ -293,13 +294,13 @@ class DebuggerShell(cmd.Cmd):
         words = arg.split()
         if not words or len(words) > 2:
             raise DebugCommandError("usage: clip X [norm|value]")
-        self.session.clip(_number(words[0], "clip X [norm|value]"), words[1] if len(words) == 2 else "norm")
+        self.session.edit().clip(_number(words[0], "clip X [norm|value]"), words[1] if len(words) == 2 else "norm")
         self._edited()
         return False
 
     def do_zero(self, arg: str) -> bool:
         """zero: replace the gradient here by zeros."""
-        self.session.zero()
+        self.session.edit().zero()
         self._edited()
         return False
 
@@ -310,7 +311,7 @@ class DebuggerShell(cmd.Cmd):
         Example: set gs.nan_to_num(grad_input[0], nan=0.0)"""
         if not arg.strip():
             raise DebugCommandError("usage: set EXPR")
-        self.session.set_value(arg)
+        self.session.edit().set(arg, self.session.evaluate)
         self._edited()
         return False
 

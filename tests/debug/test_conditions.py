@@ -95,3 +95,29 @@ def test_table_numbers_enable_and_hits() -> None:
     assert not table.wants("node")
     table.add("node MulBackward0")
     assert table.wants("node")
+
+
+@pytest.mark.parametrize("conditions, loss_kind, expected", [
+    (["nan"], "nan", "forward nan"),                      # only backward points look for NaN
+    (["module fc1", "inf"], "inf", "forward inf"),
+    (["nan"], None, None),                                # the loss is finite
+    (["forward nan"], "nan", None),                       # forward lines are already watched
+    (["nan", "forward inf"], "nan", None),
+    (["module fc1"], "nan", None),                        # no breakpoint looks for NaN/Inf
+])
+def test_forward_condition_for_a_nonfinite_loss(conditions: list, loss_kind: str | None,
+                                                 expected: str | None) -> None:
+    table = BreakpointTable()
+    for condition in conditions:
+        table.add(condition)
+    assert table.forward_condition_for(loss_kind) == expected
+
+
+def test_disabled_breakpoints_do_not_ask_for_a_forward_condition() -> None:
+    table = BreakpointTable()
+    table.add("nan")
+    table.add("forward nan").enabled = False
+    assert table.watches_forward_values() is False
+    assert table.forward_condition_for("nan") == "forward nan"
+    table.get(1).enabled = False
+    assert table.forward_condition_for("nan") is None
