@@ -214,7 +214,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     if error is not None:
         lines.append(f"error: {label}: {error}")
     if interrupt is not None:
-        from gradscope.utils.usercode import Terminated
+        from gradscope._tool.usercode import Terminated
 
         terminated = isinstance(interrupt, Terminated)
         lines.append(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s): "

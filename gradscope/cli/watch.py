@@ -58,7 +58,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
     from gradscope.cli.common import LogWriter, quiet_numpy
     from gradscope.cli.startup import start
     from gradscope.monitor.watch import WatchOptions, Watcher
-    from gradscope.utils.usercode import Terminated, passes_through
+    from gradscope._tool.usercode import Terminated, passes_through
 
     from gradscope.cli.waivers import read_waivers
 
