@@ -106,8 +106,8 @@ def _usage_error(app: App, error: click.UsageError) -> NoReturn:
 
 
 def _fail(app: App, exc: BaseException) -> NoReturn:
-    from gradscope.errors import GradscopeError, ModelError
     from gradscope._tool.usercode import Terminated, describe_raise, passes_through
+    from gradscope.errors import GradscopeError, ModelError
 
     if _stdout_closed(exc):
         _silence_stdout()
