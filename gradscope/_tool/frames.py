@@ -45,7 +45,8 @@ class Owner(enum.Enum):
 
 def _roots(paths: list[str]) -> tuple[str, ...]:
     """Each folder as given (made absolute) and with its links resolved, each ending in a separator."""
-    return tuple(sorted({os.path.join(form(path), "") for path in paths for form in (os.path.abspath, os.path.realpath)}))
+    return tuple(sorted({os.path.join(form(path), "")
+                         for path in paths for form in (os.path.abspath, os.path.realpath)}))
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
