@@ -25,7 +25,7 @@ import enum
 import functools
 import os
 import sysconfig
-from types import TracebackType
+from types import CodeType, TracebackType
 from typing import Callable, TypeVar
 
 __all__ = ["Owner", "owner", "is_user_file", "is_gradscope_file", "is_instrumentation_file", "passes_call_through",
@@ -54,8 +54,10 @@ _PACKAGE = _roots([_PACKAGE_DIR])
 _INSTRUMENTATION = _roots([os.path.join(_PACKAGE_DIR, name) for name in ("monitor", "engines")])
 _LIBRARIES = _roots([sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")])
 
-# Code objects of gradscope's wrappers that only pass a call of the user's on (see passes_call_through).
-_PASS_THROUGH: set = set()
+# The code objects of gradscope's wrappers that only pass a call of the user's on (see
+# passes_call_through), by identity: code objects compare equal by content, so a set would also
+# match another function compiled from the same text in the same file.
+_PASS_THROUGH: dict[int, CodeType] = {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -96,7 +98,7 @@ def passes_call_through(function: _Function) -> _Function:
     """Mark ``function`` as a wrapper of gradscope's that passes a call of the user's on (their
     ``backward()``, a torch function the script called under the adapter's mode): an exception
     raised by the call it makes is not gradscope's (see :func:`raised_by_instrumentation`)."""
-    _PASS_THROUGH.add(function.__code__)
+    _PASS_THROUGH[id(function.__code__)] = function.__code__
     return function
 
 
@@ -108,7 +110,7 @@ def raised_by_instrumentation(traceback: TracebackType | None) -> bool:
     verdict = False
     while traceback is not None:
         code = traceback.tb_frame.f_code
-        if code not in _PASS_THROUGH:
+        if _PASS_THROUGH.get(id(code)) is not code:
             kind = owner(code.co_filename)
             if kind is Owner.INSTRUMENTATION:
                 verdict = True
