@@ -13,7 +13,7 @@ The file may use gradscope (``import gradscope as gs; from gradscope import nn``
 
 Loading a file leaves ``sys.path`` and ``sys.modules`` as it found them: the file's folder is on
 ``sys.path`` (first, as for ``python FILE``) only while the file's code runs, which includes every
-later call into it through the :class:`Workload` (see :class:`~gradscope.utils.usercode.ImportScope`).
+later call into it through the :class:`Workload` (see :class:`~gradscope._tool.usercode.ImportScope`).
 numpy, and torch when the file imports it, are imported before the folder is added, so a
 ``numpy/`` or ``torch/`` folder beside the file never stands in for the real package.
 
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from gradscope._tool.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
 from gradscope.engines import Engine, EngineError, engine_of, get_engine, select_engine
 from gradscope.errors import ModelError
-from gradscope.utils.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
 
 __all__ = ["ModelFileError", "UserCodeError", "Batch", "Workload", "load_model_file"]
 

@@ -3,7 +3,7 @@
 :func:`run_script` executes the file with ``sys.argv == [SCRIPT, *ARGS]``, ``sys.path[0]`` set to
 the script's directory, ``__name__ == "__main__"`` and ``__file__`` set, and restores ``sys.argv``,
 ``sys.path`` and ``sys.modules["__main__"]`` afterwards; the modules the script imported from its
-own folder leave ``sys.modules`` too (:class:`~gradscope.utils.usercode.ImportScope`).
+own folder leave ``sys.modules`` too (:class:`~gradscope._tool.usercode.ImportScope`).
 :func:`run_module` does the same for a module, the way ``python -m MODULE ARGS`` does.
 :func:`when_imported` runs a callback once a module (``torch``) has finished importing, so that an
 engine's hooks are attached only if the script uses that engine.
@@ -22,11 +22,9 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from gradscope._tool.frames import is_instrumentation_file
+from gradscope._tool.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
 from gradscope.errors import ModelError
-from gradscope.utils.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
-
-# gradscope's monitor package: its frames are left out of the script's traceback.
-_MONITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor")
 
 __all__ = ["ProcessFollower", "ScriptError", "ScriptNotFound", "ScriptResult", "check_module", "check_script",
            "run_module", "run_script",
@@ -65,7 +63,7 @@ class ScriptResult:
 def run_script(path: str, args: list[str] | tuple[str, ...] = ()) -> ScriptResult:
     """Run the Python file ``path`` as ``__main__`` with ``sys.argv == [path, *args]``.
 
-    What passes through the user-code boundary (:func:`gradscope.utils.usercode.passes_through`:
+    What passes through the user-code boundary (:func:`gradscope._tool.usercode.passes_through`:
     a real Ctrl-C or SIGTERM, gradscope's own control flow such as a monitor's stop signal) is
     raised unchanged; anything else the script raises, ``KeyboardInterrupt`` and other
     ``BaseException`` subclasses included, is the script's error.
@@ -252,13 +250,14 @@ def _last_line(exc: BaseException, filename: str) -> int | None:
 
 def _script_traceback(exc: BaseException, code: types.CodeType) -> str:
     """The traceback starting at the script's module frame, as ``python SCRIPT`` prints it
-    (without the frames of gradscope's monitor, which wraps ``backward()`` and ``step()``)."""
+    (without the frames of gradscope's instrumentation: the monitor wraps ``backward()`` and
+    ``step()``, and the torch adapter's function mode passes on the script's torch calls)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code is not code:
         tb = tb.tb_next
     shown = traceback.TracebackException(type(exc), exc, tb or exc.__traceback__)
     shown.stack = traceback.StackSummary.from_list(
-        [frame for frame in shown.stack if os.path.dirname(os.path.abspath(frame.filename)) != _MONITOR])
+        [frame for frame in shown.stack if not is_instrumentation_file(frame.filename)])
     return "".join(shown.format())
 
 

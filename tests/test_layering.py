@@ -10,7 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gradscope"
 
 # Lower rank = lower layer. A module may import its own layer and any layer below it.
 RANKS = {
-    "errors": 0, "utils": 0, "cuda": 0, "backends": 0, "runtime": 0, "amp": 0, "jit": 0, "multiprocessing": 0,
+    "errors": 0, "_tool": 0, "utils": 0, "cuda": 0, "backends": 0, "runtime": 0, "amp": 0, "jit": 0,
+    "multiprocessing": 0,
     "autograd": 1,
     "ops": 2, "sparse": 2, "linalg": 2, "random": 2, "special": 2,
     "hooks": 3,

@@ -1,13 +1,14 @@
 """Anomaly detection: remember where each node was created; complain when backward makes NaN/Inf."""
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 import warnings
 from typing import Any
 
 import numpy as np
+
+from gradscope._tool.frames import is_gradscope_file
 
 
 class _State:
@@ -21,14 +22,13 @@ class _State:
 
 state = _State()
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
 
 def record_trace() -> list:
-    """The user-level stack at node creation (every frame inside the gradscope package removed)."""
+    """The stack at node creation without gradscope's own frames (a library's frames, such as an
+    installed model's layers, stay); the whole stack when nothing else is left."""
     frames = traceback.extract_stack()[:-1]
-    user = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
-    return user or frames
+    outside = [f for f in frames if not is_gradscope_file(f.filename)]
+    return outside or frames
 
 
 def forward_location(node: Any) -> str:

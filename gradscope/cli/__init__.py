@@ -83,7 +83,7 @@ class _RootGroup(click.Group):
             _usage_error(App(), error)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from gradscope.utils.usercode import signal_handlers
+        from gradscope._tool.usercode import signal_handlers
 
         app = ctx.ensure_object(App)
         try:
@@ -106,8 +106,8 @@ def _usage_error(app: App, error: click.UsageError) -> NoReturn:
 
 
 def _fail(app: App, exc: BaseException) -> NoReturn:
+    from gradscope._tool.usercode import Terminated, describe_raise, passes_through
     from gradscope.errors import GradscopeError, ModelError
-    from gradscope.utils.usercode import Terminated, describe_raise, passes_through
 
     if _stdout_closed(exc):
         _silence_stdout()

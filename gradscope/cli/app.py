@@ -43,7 +43,9 @@ class App:
         debug: show full tracebacks for model and internal errors.
 
     Attributes:
-        engine: the engine ``--engine`` requires, or None (the model's own).
+        model_path: the model file the command loaded (None until one is loaded; ``gradscope run``
+            loads none): an error its code raises that reaches the CLI is reported as the
+            model's, with the line.
     """
 
     def __init__(self, debug: bool = False) -> None:

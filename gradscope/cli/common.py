@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 if TYPE_CHECKING:  # rich is imported when something is drawn: a JSON run never needs it
     from rich.console import Console, RenderableType
 
+from gradscope._tool.files import atomic_write_text
 from gradscope.monitor.analysis import Thresholds
-from gradscope.utils.files import atomic_write_text
 
 # The widest an exported view may be drawn (columns beyond it are left out, as on a terminal).
 EXPORT_MAX_WIDTH = 1000

@@ -214,7 +214,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     if error is not None:
         lines.append(f"error: {label}: {error}")
     if interrupt is not None:
-        from gradscope.utils.usercode import Terminated
+        from gradscope._tool.usercode import Terminated
 
         terminated = isinstance(interrupt, Terminated)
         lines.append(f"{'terminated (SIGTERM)' if terminated else 'interrupted'} after {report.steps_run} step(s): "
@@ -279,29 +279,8 @@ def print_report(app: App, report: Any, output_format: str) -> None:
 
 
 def _raised_by_monitor(exc: BaseException) -> bool:
-    """True when gradscope's monitors or engine adapters raised ``exc``, not the script: of the
-    traceback's frames that are either gradscope's (``monitor``, ``engines``) or the user's (not
-    in an installed library, the standard library or gradscope's own engine), the innermost is
-    gradscope's. The wrappers around the script's own calls (``backward()``) count as neither."""
-    import os
-    import sysconfig
+    """True when gradscope's monitors or engine adapters raised ``exc``, not the script (the rule
+    is :func:`gradscope._tool.frames.raised_by_instrumentation`)."""
+    from gradscope._tool.frames import raised_by_instrumentation
 
-    import gradscope
-    from gradscope.monitor.run import PASS_THROUGH
-
-    package = os.path.dirname(os.path.abspath(gradscope.__file__))
-    own = tuple(os.path.join(package, name) + os.sep for name in ("monitor", "engines"))
-    libraries = tuple({os.path.abspath(path) + os.sep for key, path in sysconfig.get_paths().items()
-                       if key in ("stdlib", "platstdlib", "purelib", "platlib")})
-    verdict = False
-    tb = exc.__traceback__
-    while tb is not None:
-        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if tb.tb_frame.f_code in PASS_THROUGH:
-            pass
-        elif filename.startswith(own):
-            verdict = True
-        elif not filename.startswith(package + os.sep) and not filename.startswith(libraries):
-            verdict = False
-        tb = tb.tb_next
-    return verdict
+    return raised_by_instrumentation(exc.__traceback__)

@@ -68,7 +68,7 @@ class Run:
         ``pyproject.toml``'s directory for a config value; they no longer depend on the current
         directory afterwards (a model file may ``chdir``).
         """
-        from gradscope.utils.files import check_writable
+        from gradscope._tool.files import check_writable
 
         resolved = self.settings[name]
         if resolved.value is None:
@@ -243,7 +243,7 @@ def _model_file(app: App, argument: str | None, configured: Resolved, config: An
 
 
 def _model_argv(model_file: str) -> Any:
-    from gradscope.utils.usercode import model_argv
+    from gradscope._tool.usercode import model_argv
 
     return model_argv(model_file)
 

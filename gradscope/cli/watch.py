@@ -55,10 +55,10 @@ def watch(ctx: click.Context, **_: Any) -> None:
       gradscope watch model.py --steps 200 --nan --inf --clip 1.0 --format json
       gradscope watch model.py --steps 100 --layers 'encoder.layers.*' 
     """
+    from gradscope._tool.usercode import Terminated, passes_through
     from gradscope.cli.common import LogWriter, quiet_numpy
     from gradscope.cli.startup import start
     from gradscope.monitor.watch import WatchOptions, Watcher
-    from gradscope.utils.usercode import Terminated, passes_through
 
     from gradscope.cli.waivers import read_waivers
 

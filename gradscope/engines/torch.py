@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradscope._tool.frames import passes_call_through
 from gradscope.engines import torch_private as private
 from gradscope.engines.base import Engine, GraphOpRecorder, NonFiniteOp, OpTrace, stack_of
 from gradscope.engines.torch_private import TorchDispatchMode, tree_leaves
@@ -72,6 +73,7 @@ class _GraphOpMode(TorchFunctionMode):
         super().__init__()
         self.recorder: _TorchGraphOpRecorder | None = recorder
 
+    @passes_call_through  # func is the script's call: what it raises is the script's error
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
         if self.recorder is not None:

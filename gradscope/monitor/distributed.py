@@ -285,7 +285,7 @@ class DistributedReducer(StepReducer):
             self._watchdog = None
 
     def _interrupt(self, signum: int) -> None:
-        from gradscope.utils.usercode import interrupt
+        from gradscope._tool.usercode import interrupt
 
         self._cancel_watchdog()
         interrupt(signum)

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from gradscope._tool.frames import passes_call_through as _passes_through
 from gradscope.engines import ACCUMULATE_NODE, Engine
 from gradscope.errors import ControlFlow
 from gradscope.monitor.distributed import StepReducer, rank_figures
@@ -47,20 +48,9 @@ __all__ = ["FailingStep", "LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopR
 LOSS_GRAPH_NODES = 64
 
 
-#: Code objects of the wrappers around the script's own calls (``backward()``, a gradient
-#: scaler's ``scale``/``step``): an exception raised by the call they wrap is the script's, not
-#: gradscope's (see ``gradscope.cli.run``).
-PASS_THROUGH: set[Any] = set()
-
-
 #: The monitors attached in this process (a process forked from one holds its parent's: the
 #: monitor of a followed rank closes them first).
 ATTACHED: list["RunMonitor"] = []
-
-
-def _passes_through(function: Callable) -> Callable:
-    PASS_THROUGH.add(function.__code__)
-    return function
 
 
 class StopRun(ControlFlow):

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from gradscope._tool.files import atomic_write
 from gradscope.engines import Engine, engine_of, get_engine
 from gradscope.errors import GradscopeError
-from gradscope.utils.files import atomic_write
 
 BUNDLE_FORMAT = "gradscope.bundle/1"
 

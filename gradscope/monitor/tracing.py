@@ -3,8 +3,8 @@
 Shared by every localisation that needs more than module hooks: ``watch``'s and ``run``'s forward
 NaN/Inf tracer, the graph-cut search of the diagnoses and the debugger's forward watch.
 
-* :func:`is_user_file` and :func:`relative_source`: which files are the user's own code, and how
-  a place in them is shown;
+* :func:`is_user_file` (the rule is :mod:`gradscope._tool.frames`'s) and :func:`relative_source`:
+  which files are the user's own code, and how a place in them is shown;
 * :class:`LineTracer`: ``sys.settrace`` over the frames of chosen files, reporting the local
   variables after every line and the value each frame returns;
 * :class:`NonFiniteKinds`: the NaN/Inf check of a tensor, made once per tensor;
@@ -16,28 +16,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import sysconfig
 from types import FrameType, TracebackType
 from typing import Any, Callable, Iterable
 
+from gradscope._tool.frames import is_user_file  # noqa: F401 - the monitors and the debugger take it from here
 from gradscope.engines import ACCUMULATE_NODE, Engine
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Library roots as installed and with links resolved, each ending in a separator.
-_LIBRARY_DIRS = tuple(sorted({os.path.join(form(path), "")
-                              for path in [_PACKAGE_DIR, *(sysconfig.get_paths()[key] for key in
-                                                           ("stdlib", "platstdlib", "purelib", "platlib"))]
-                              for form in (os.path.abspath, os.path.realpath)}))
-
-
-@functools.lru_cache(maxsize=None)
-def is_user_file(filename: str) -> bool:
-    """True for the user's own source files (not the standard library, installed packages,
-    gradscope itself or code without a file such as ``<string>``)."""
-    if filename.startswith("<"):
-        return False
-    return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
-
 
 def relative_source(filename: str, line: int) -> str:
     """``file:line``, the file relative to the working directory when it is below it."""

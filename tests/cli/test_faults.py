@@ -766,7 +766,7 @@ def test_check_with_no_step_never_passes():
 
 
 def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
-    from gradscope.utils.files import atomic_write
+    from gradscope._tool.files import atomic_write
 
     target = tmp_path / "bundle.npz"
     target.write_bytes(b"old")

@@ -458,18 +458,44 @@ def test_who_raised_is_decided_by_the_innermost_gradscope_or_user_frame(tmp_path
     # the script's own callback (a forward, a hook) failed when gradscope called it: the script's fault
     assert not _raised_by_monitor(_raise_through([user, monitor, user, library]))
     assert not _raised_by_monitor(_raise_through([user, library]))
+    # code without a source file (a dataclass's generated __setattr__, <frozen importlib._bootstrap>)
+    # is the standard library's, not the script's
+    assert _raised_by_monitor(_raise_through([user, monitor, "<string>"]))
+    assert _raised_by_monitor(_raise_through([user, engines, "<frozen importlib._bootstrap>", library]))
     # gradscope's wrapper around the script's backward() passed the library's complaint on
-    from gradscope.monitor.run import PASS_THROUGH
+    import types
+
+    from gradscope._tool.frames import passes_call_through
 
     passing = _raise_through([user, monitor, library])
     wrapper = passing.__traceback__.tb_next.tb_next.tb_frame.f_code
     assert _raised_by_monitor(passing)
-    PASS_THROUGH.add(wrapper)
-    try:
-        assert not _raised_by_monitor(passing)
-    finally:
-        PASS_THROUGH.discard(wrapper)
+    passes_call_through(types.FunctionType(wrapper, {}))
+    assert not _raised_by_monitor(passing)
 
+
+
+def test_an_error_in_the_scripts_loss_under_the_torch_adapters_mode_is_the_scripts(gradscope, tmp_path):
+    """With --nan the torch adapter's function mode passes on every call of the loss computation:
+    what such a call raises is the script's error (exit 3, not an internal error), and the mode's
+    frame is not in the script's traceback."""
+    pytest.importorskip("torch")
+    script = tmp_path / "loss.py"
+    script.write_text("import torch\nfrom torch import nn\nimport torch.nn.functional as F\n\n"
+                      "model = nn.Sequential(nn.Linear(4, 3))\n"
+                      "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "for step in range(2):\n"
+                      "    target = torch.zeros(8 if step == 0 else 5, dtype=torch.long)\n"
+                      "    loss = F.cross_entropy(model(torch.ones(8, 4)), target)\n"
+                      "    optimizer.zero_grad()\n"
+                      "    loss.backward()\n"
+                      "    optimizer.step()\n")
+    result = gradscope("run", "--nan", str(script), code=3)
+    assert "the script raised ValueError: Expected input batch_size (8) to match target batch_size (5)" \
+        in result.stderr
+    assert 'loss.py", line 9, in <module>' in result.stderr
+    assert "internal error" not in result.stderr
+    assert os.path.join("gradscope", "engines") not in result.stderr
 
 SPLIT_BODY = '''
 

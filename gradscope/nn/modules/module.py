@@ -843,9 +843,14 @@ class Module:
         return hooks
 
     def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
-        """One module call with every hook kind, in PyTorch's order (see hook-semantics §7). Hook
-        lists are read when the call starts (forward hooks: after forward); the kinds nobody
-        registered cost one test each (gradscope's monitors register global forward hooks only)."""
+        """One module call with every hook kind, in PyTorch's order: the global forward pre-hooks,
+        then the module's; with backward (pre-)hooks registered, the inputs passed through an
+        identity node; forward; the global forward hooks, then the module's (a return value other
+        than None replaces the result); then the outputs through an identity node. When forward or
+        a hook raises, the ``always_call`` forward hooks not yet called are called (an error of
+        theirs becomes a warning) and the error is raised again. Hook lists are read when the call
+        starts (forward hooks: after forward); the kinds nobody registered cost one test each
+        (gradscope's monitors register global forward hooks only)."""
         backward_hook = None
         if _global_backward_pre_hooks or _global_backward_hooks or self._backward_pre_hooks or self._backward_hooks:
             backward_hook = BackwardHook(self, [*_global_backward_hooks.values(), *self._backward_hooks.values()],

@@ -1,4 +1,4 @@
-"""Gradient clipping with PyTorch's semantics (see hook-semantics section 10).
+"""Gradient clipping with PyTorch's semantics (``torch.nn.utils.clip_grad_norm_`` and friends).
 
 Everything runs under ``no_grad`` and modifies ``.grad`` in place.
 """
