@@ -56,7 +56,8 @@ class StepReducer:
     world_size = 1
 
     def combine(self, engine: Engine, parameters: Sequence[tuple[str, Any]], stats: Any) -> Any:
-        """The step's numbers combined over all ranks (``_BackwardStats`` in, the same kind out)."""
+        """The step's numbers combined over all ranks (a
+        :class:`~gradscope.monitor.run_step.BackwardStats` in, the same kind out)."""
         return stats
 
     def combine_squares(self, engine: Engine, parameters: Sequence[tuple[str, Any]],

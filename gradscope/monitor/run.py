@@ -35,8 +35,8 @@ from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OV
 from gradscope.monitor.analysis import Thresholds
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.run_health import ParameterChanges, run_findings
-from gradscope.monitor.run_step import RootCall, _BackwardStats, _all_finite, _step_loss, _total, _value_kind, \
-    _verdict_values, _where
+from gradscope.monitor.run_step import BackwardPass, BackwardStats, RootCall, StepState, all_finite, \
+    nonfinite_place, square_sum, step_loss, value_kind, verdict_values
 from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import is_user_file, join_path
@@ -196,32 +196,23 @@ class RunMonitor:
         # per module, a stack of (random state, instance-level forward) before each call still running
         self._before_call: dict[int, list[tuple[Any, Any]]] = {}
         self._loss_ops: Any = None
-        self.loss_nodes: set[int] = set()
-        self.root_calls: list[RootCall] = []
-        # (module key, engine.activation_summary(output), the summary with -inf counted as finite
-        # when --allow-inf may apply to a module not named yet, else None) of each module output
-        self._activations: list[tuple[int, Any, Any]] = []
-        self.activation_nonfinite = False
-        self._pending: list[_BackwardStats] = []
-        self._last: _BackwardStats | None = None
+        # the step being built and, within it, the backward pass being prepared (fresh ones in
+        # _record_step and _end_backward_pass, the only places that reset them)
+        self.step = StepState()
+        self.current = BackwardPass()
+        self._last_pass: BackwardStats | None = None  # (kept across steps: a second optimizer's step after it)
         self._optimizer_steps = 0
         self._last_optimizer: Any = None
         self._in_backward = False
-        self._in_step = False
-        self._closure_step = False
-        self._clipped: tuple[float, list[float | None]] | None = None
         self.localizing = False
         self._compiled_noted: set[int] = set()
-        self._scaled: tuple[Any, Any] | None = None
         self._parameters_checked: set[str] = set()
-        self.loss_events: list[tuple[Any, tuple, tuple]] = []
         self.guard = StepGuard(options.on_nonfinite == "skip", options.max_skips)
         self.stopped: str | None = None
         self.spike_tracker = SpikeTracker(options.on_spike)
         self.inf_allowance = InfAllowance(options.allow_inf)
         self.parameter_changes = ParameterChanges()
         self._optimizers: dict[int, Any] = {}
-        self._spikes_judged = False
         self._spawned: list[tuple[str, int, str]] = []
         self._spawn_directory: str | None = None
         self._spawn_reports: list[RunReport | None] = []
@@ -303,13 +294,13 @@ class RunMonitor:
         # in the first pass) are dropped, and their gradient hooks with them: left in place, they
         # would keep every inner module's output gradient until the graph is freed.
         kept = []
-        for call in self.root_calls:
+        for call in self.current.calls:
             if self._root_of(call.module) is not None:
                 kept.append(call)
             else:
                 call.release()
-        self.root_calls = kept
-        for call in self.root_calls:
+        self.current.calls = kept
+        for call in self.current.calls:
             call.name = self._root_of(call.module).prefix
 
     def _rename(self) -> None:
@@ -410,7 +401,7 @@ class RunMonitor:
                         forward=forward, call_site=_user_call_site())
         for index, tensor in enumerate(outputs):
             call.handles.append(tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index)))
-        self.root_calls.append(call)
+        self.current.calls.append(call)
         if not engine.is_compiled_module(module):
             self._record_loss_ops(engine)
 
@@ -445,7 +436,7 @@ class RunMonitor:
                         masked = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
                     elif allowance.allows(name):
                         summary = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
-                self._activations.append((key, summary, masked))
+                self.current.activations.append((key, summary, masked))
         return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
@@ -479,7 +470,7 @@ class RunMonitor:
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
             if result is not outputs and scaler.is_enabled():
-                self._scaled = (result, scaler)
+                self.current.scaled = (result, scaler)
             return result
 
         return scale
@@ -492,12 +483,12 @@ class RunMonitor:
         def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             before = self._optimizer_steps
             result = original(scaler, optimizer, *args, **kwargs)
-            if self._optimizer_steps == before and self._pending and not self.localizing:
+            if self._optimizer_steps == before and self.step.passes and not self.localizing:
                 if self.guard.pending:
                     clear_gradients(optimizer)
                 else:
                     self.guard.mark(SKIP_OVERFLOW)
-                self._emit(skipped=True)
+                self._record_step(skipped=True)
             return result
 
         return step
@@ -540,11 +531,9 @@ class RunMonitor:
         """Node post-hooks on the loss computation between the loss and the model's outputs (at
         most :data:`LOSS_GRAPH_NODES` nodes) that keep what they see, so that a gradient the loss
         computation makes non-finite can be named."""
-        self.loss_events = []
-        boundary = {id(t.grad_fn) for call in self.root_calls for t in call.outputs}
+        boundary = {id(t.grad_fn) for call in self.current.calls for t in call.outputs}
         handles: list[Any] = []
-        seen: set[int] = set()
-        self.loss_nodes = seen
+        seen = self.current.loss_nodes
         stack = [loss.grad_fn] if loss.grad_fn is not None else []
         while stack and len(seen) < LOSS_GRAPH_NODES:
             node = stack.pop()
@@ -553,33 +542,34 @@ class RunMonitor:
             seen.add(id(node))
             if node.name() == ACCUMULATE_NODE:
                 continue
-            handles.append(node.register_hook(functools.partial(_keep_event, self.loss_events, node)))
+            handles.append(node.register_hook(functools.partial(_keep_event, self.current.loss_events, node)))
             stack.extend(fn for fn, _ in node.next_functions if fn is not None)
         return handles
 
     def _before_backward(self) -> None:
         """Pending backward passes whose gradients were reset without an optimizer step are
         steps of their own (no optimizer) or skipped steps (an optimizer exists)."""
-        if self._pending and not self._in_step and self._parameters and \
+        if self.step.passes and not self.step.in_optimizer_step and self._parameters and \
                 all(p.grad is None for _, p in self._parameters):
-            self._emit_without_step()
+            self._record_without_step()
 
     def _after_backward(self, engine: Engine, loss: Any) -> None:
         self._refresh_parameters()
         grads = [p.grad for _, p in self._parameters]
-        outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
+        current = self.current
+        outputs = [t for call in current.calls for t in call.outputs] if self.options.stops else []
         inner = [masked if masked is not None and self.inf_allowance.allows(self._names.get(module)) else summary
-                 for module, summary, masked in self._activations if module in self._names]
+                 for module, summary, masked in current.activations if module in self._names]
         parameters = [p for _, p in self._parameters]
         if self.inf_allowance:
-            outputs = self._allowing_inf(outputs, {id(t): id(call.module) for call in self.root_calls
+            outputs = self._allowing_inf(outputs, {id(t): id(call.module) for call in current.calls
                                                    for t in call.outputs})
         tensors = grads + outputs + inner + parameters
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
         else:
             loss_value, squares = None, engine.squared_norms(tensors)
-        scaled, self._scaled = self._scaled, None
+        scaled = current.scaled
         scale = None
         if scaled is not None and loss is not None and scaled[0] is loss:
             scale = float(scaled[1].get_scale())
@@ -591,24 +581,27 @@ class RunMonitor:
         parameter_squares = squares[len(squares) - len(parameters):]
         squares = squares[:len(squares) - len(parameters)]
         self.parameter_changes.observe(parameter_squares)
-        self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
-        stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
+        current.activation_nonfinite = any(value_kind(value) for value in squares[len(grads) + len(outputs):])
+        stats = BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss, scale=scale,
                                parameter_squares=parameter_squares)
         stats = self.reducer.combine(engine, self._parameters, stats)
-        if not (self._in_step and self._closure_step and self._pending):
-            self._pending.append(stats)
+        step = self.step
+        if not (step.in_optimizer_step and step.closure and step.passes):
+            step.passes.append(stats)
         else:
-            self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
-                                               stats.scaled, stats.ranks, stats.scale, stats.parameter_squares)
-        self._last = stats
-        if not _all_finite(stats):
+            step.passes[-1] = BackwardStats(step.passes[0].loss, stats.squares, stats.output_squares,
+                                            stats.scaled, stats.ranks, stats.scale, stats.parameter_squares)
+        self._last_pass = stats
+        if not all_finite(stats):
             self.saw_nonfinite = True
             if self.options.stops:
                 self._check_stop(engine, loss, stats)
-        self.root_calls.clear()
-        self._activations.clear()
-        self.loss_nodes = set()
+        self._end_backward_pass()
+
+    def _end_backward_pass(self) -> None:
+        """The pass's numbers are read: what was kept for it goes (the next pass starts afresh)."""
+        self.current = BackwardPass()
         if self._loss_ops is not None:
             self._loss_ops.clear()
 
@@ -621,11 +614,11 @@ class RunMonitor:
             return []
         records = [(output, node, frame, getattr(operation, "__name__", None) or str(operation), inputs)
                    for output, node, frame, operation, inputs in self._loss_ops.records]
-        if not self.loss_nodes:
+        if not self.current.loss_nodes:
             return [record[:4] for record in records]
-        kept, consumed = [], set()
+        kept, consumed, nodes = [], set(), self.current.loss_nodes
         for output, node, frame, operation, (args, kwargs) in reversed(records):
-            if (node is not None and id(node) in self.loss_nodes) or (node is None and id(output) in consumed):
+            if (node is not None and id(node) in nodes) or (node is None and id(output) in consumed):
                 kept.append((output, node, frame, operation))
                 consumed |= {id(value) for value in (*args, *(kwargs or {}).values())}
         return kept[::-1]
@@ -635,13 +628,13 @@ class RunMonitor:
         return [InfAllowance.without_negative_infinity(t)
                 if self.inf_allowance.allows(self._names.get(owners.get(id(t), -1))) else t for t in tensors]
 
-    def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
+    def _check_stop(self, engine: Engine, loss: Any, stats: BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
         # tensor: NaN if it holds a NaN, Inf if it holds only infinities.
-        kinds = {_value_kind(value) for value in _verdict_values(stats)}
+        kinds = {value_kind(value) for value in verdict_values(stats)}
         if not ((self.options.nan and "nan" in kinds) or (self.options.inf and "inf" in kinds)):
             return
-        if self.guard.skip_nonfinite and not (self._in_step and self._closure_step):
+        if self.guard.skip_nonfinite and not (self.step.in_optimizer_step and self.step.closure):
             if self.guard.reason != SKIP_NONFINITE:  # the step's first poisoned backward pass
                 with preserved_buffers(engine, [root.module for root in self._roots if root.engine is engine]):
                     origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
@@ -654,7 +647,7 @@ class RunMonitor:
         self.stopped = "nonfinite"
         if self.on_failure is not None and self.origin.rank in (None, self.reducer.rank):
             self._debug_failure(engine)
-        self._emit(nonfinite=_where(stats))
+        self._record_step(nonfinite=nonfinite_place(stats))
         raise StopRun()
 
     def _debug_failure(self, engine: Engine) -> None:
@@ -666,7 +659,7 @@ class RunMonitor:
             self.notes.append(note)
             print(f"gradscope: {note}", file=sys.stderr, flush=True)  # (this rank's report may not be the one shown)
             return
-        calls = [call for call in self.root_calls if call.engine is engine and any(
+        calls = [call for call in self.current.calls if call.engine is engine and any(
             grad is not None for grad in call.grad_outputs)]
         if not calls:
             self.notes.append("the failing step has no model call whose backward pass can be re-run: the debugger "
@@ -687,20 +680,21 @@ class RunMonitor:
     def _on_step_pre(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.localizing or engine.is_compiling():
             return
-        self._in_step = True
+        step = self.step
+        step.in_optimizer_step = True
         self._optimizers.setdefault(id(optimizer), optimizer)
         if args and args[0] is optimizer:  # torch's step hooks get the optimizer itself in args
             args = args[1:]
-        self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
-        self._clipped = None
-        if not self.guard.pending and self._pending:
+        step.closure = bool(args and args[0] is not None) or kwargs.get("closure") is not None
+        step.clipped = None
+        if not self.guard.pending and step.passes:
             self._judge_spikes()
             if self.stopped == "spike":
-                self._emit()  # before the spiking step's update; raises StopRun
+                self._record_step()  # before the spiking step's update; raises StopRun
         if self.guard.pending:
             clear_gradients(optimizer)  # the optimizer leaves parameters without a gradient unchanged
             return
-        if self.options.clip is not None and not self._closure_step:
+        if self.options.clip is not None and not step.closure:
             self._clip(engine, optimizer)
 
     def _clip(self, engine: Engine, optimizer: Any) -> None:
@@ -712,27 +706,27 @@ class RunMonitor:
             engine.clip_grad_norm_(params, self.options.clip)
         squares = self.reducer.combine_squares(engine, self._parameters,
                                                engine.squared_norms([p.grad for _, p in self._parameters]))
-        self._clipped = (norm_from_square(_total(squares)), squares)
+        self.step.clipped = (norm_from_square(square_sum(squares)), squares)
 
     def _on_step_post(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.localizing or engine.is_compiling():
             return
-        self._in_step = False
+        self.step.in_optimizer_step = False
         self._optimizer_steps += 1
         self._last_optimizer = optimizer
-        if not self._pending and self._last is not None:
-            self._pending.append(self._last)
-        if self._pending:
-            self._emit()
+        if not self.step.passes and self._last_pass is not None:
+            self.step.passes.append(self._last_pass)  # (another optimizer stepping on the same gradients)
+        if self.step.passes:
+            self._record_step()
 
     # ------------------------------------------------------------------ records
     def _judge_spikes(self) -> None:
         """Judge the pending step's loss and gradient norm against the run's history (once per step,
         before its optimizer update, so that ``--on-spike skip`` can still skip it)."""
-        if self._spikes_judged:
+        if self.step.spikes_judged:
             return
-        self._spikes_judged = True
-        last = self._pending[-1]
+        self.step.spikes_judged = True
+        last = self.step.passes[-1]
         layer_squares: dict[str, float] = {}
         parameter_squares: dict[str, float] = {}
         for module, square, parameter in zip(self._parameter_modules, last.squares, last.parameter_squares):
@@ -741,7 +735,7 @@ class RunMonitor:
             if parameter is not None:
                 parameter_squares[module] = parameter_squares.get(module, 0.0) + parameter
         found = self.spike_tracker.observe(
-            len(self.history), _step_loss(self._pending), norm_from_square(_total(last.squares)),
+            len(self.history), step_loss(self.step.passes), norm_from_square(square_sum(last.squares)),
             {module: norm_from_square(square) for module, square in layer_squares.items()},
             {module: norm_from_square(square) for module, square in parameter_squares.items()})
         if found and self.options.on_spike == "skip":
@@ -749,28 +743,30 @@ class RunMonitor:
         elif found and self.options.on_spike == "stop" and self.stopped is None:
             self.stopped = "spike"
 
-    def _emit(self, skipped: bool = False, nonfinite: str | None = None) -> None:
-        if not self.guard.pending and self._pending:
+    def _record_step(self, skipped: bool = False, nonfinite: str | None = None) -> None:
+        """Record the step being built (a :class:`StepRecord` to :attr:`history` and ``on_step``) and
+        start the next one; raises :class:`StopRun` when the run stops after it (spike, too many
+        skips)."""
+        if not self.guard.pending and self.step.passes:
             self._judge_spikes()
-        self._spikes_judged = False
-        pending, self._pending = self._pending, []
+        step, self.step = self.step, StepState()
+        pending = step.passes
         skip, origin = self.guard.reason, self.guard.origin
         last = pending[-1]
-        loss = _step_loss(pending)
+        loss = step_loss(pending)
         names = [name for name, _ in self._parameters]
         layer_squares: dict[str, float] = {}
         for module, square in zip(self._parameter_modules, last.squares):
             if square is not None:
                 layer_squares[module] = layer_squares.get(module, 0.0) + square
         clipped_total, clipped = None, ()
-        if self._clipped is not None:
-            clipped_total = self._clipped[0]
-            clipped = tuple((name, norm_from_square(square)) for name, square in zip(names, self._clipped[1]))
-            self._clipped = None
+        if step.clipped is not None:
+            clipped_total = step.clipped[0]
+            clipped = tuple((name, norm_from_square(square)) for name, square in zip(names, step.clipped[1]))
         record = StepRecord(
-            step=len(self.history), loss=loss, total_grad_norm=norm_from_square(_total(last.squares)),
+            step=len(self.history), loss=loss, total_grad_norm=norm_from_square(square_sum(last.squares)),
             layer_norms=tuple((name, norm_from_square(square)) for name, square in layer_squares.items()),
-            nonfinite=nonfinite or _where(last),
+            nonfinite=nonfinite or nonfinite_place(last),
             parameter_norms=tuple((name, norm_from_square(square)) for name, square in zip(names, last.squares)),
             clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped or skip is not None,
             ranks=rank_figures(pending), skip=skip, origin=origin, scale=last.scale)
@@ -782,7 +778,7 @@ class RunMonitor:
         if self.stopped in ("skips", "spike"):
             raise StopRun()
 
-    def _emit_without_step(self) -> None:
+    def _record_without_step(self) -> None:
         """Record the pending backward passes that no optimizer step followed: a step of its own in a
         script without optimizer, else a step the script skipped. A script that updates its
         parameters itself cannot have a poisoned step skipped: the run stops there instead."""
@@ -791,15 +787,15 @@ class RunMonitor:
             self.guard.forget()
             self.notes.append("the script updates its parameters without an optimizer, so a poisoned step cannot "
                               "be skipped: the run was stopped instead")
-            self._emit(nonfinite=_where(self._pending[-1]))
+            self._record_step(nonfinite=nonfinite_place(self.step.passes[-1]))
             raise StopRun()
-        self._emit(skipped=self._optimizer_steps > 0)
+        self._record_step(skipped=self._optimizer_steps > 0)
 
     def finish(self) -> None:
         """The script ended: record what is still pending and check the parameters once more
         (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
-        if self._pending:
-            self._emit_without_step()
+        if self.step.passes:
+            self._record_without_step()
         for engine in list(self._engines):
             self._check_parameters(engine)
 

@@ -28,7 +28,8 @@ from gradscope.monitor.stats import module_of
 from gradscope.monitor.tracing import encloses, hook_every_node, is_user_file, module_words, relative_source
 
 if TYPE_CHECKING:
-    from gradscope.monitor.run import RootCall, RunMonitor, RunOptions
+    from gradscope.monitor.run import RunMonitor, RunOptions
+    from gradscope.monitor.run_step import RootCall
 
 def _follow(filename: str, line: int) -> bool:
     return is_user_file(filename)
@@ -36,7 +37,7 @@ def _follow(filename: str, line: int) -> bool:
 
 def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
     """The origin of the first non-finite value of this backward pass (see the module docstring)."""
-    calls = [call for call in monitor.root_calls if call.engine is engine]
+    calls = [call for call in monitor.current.calls if call.engine is engine]
     monitor.localizing = True
     rng = engine.get_rng_state()
     try:
@@ -48,7 +49,7 @@ def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step:
         monitor.localizing = False
     if origin is not None:
         return origin
-    if monitor.activation_nonfinite:
+    if monitor.current.activation_nonfinite:
         kinds = {"nan" if math.isnan(value) else "inf" for value in stats.output_squares
                  if value is not None and not math.isfinite(value)}
         kind = "nan" if "nan" in kinds or not kinds else "inf"
@@ -112,7 +113,7 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                                                      f"{_bad_inputs(engine, call)}")
     for call in calls:
         returned = _first_kind(engine, call.outputs)
-        if returned is None and not monitor.activation_nonfinite:
+        if returned is None and not monitor.current.activation_nonfinite:
             continue
         trace = ForwardNonFiniteTracer(engine.local_module(call.module), engine=engine, follow=_follow,
                                        module_name=monitor.module_name, module_outputs_at_lines=True,
@@ -207,7 +208,7 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
             continue
         kind = _first_kind(engine, [grad for _, grad in present])
         if kind is not None:
-            node, kind = _first_bad_node(engine, monitor.loss_events, kind)
+            node, kind = _first_bad_node(engine, monitor.current.loss_events, kind)
             frames = [frame for _, made, frame, _ in monitor.loss_operations() if made is node and frame is not None]
             source = relative_source(*frames[0]) if frames else None
             return NonFiniteOrigin(step=step, phase="backward", module=None,
