@@ -140,6 +140,38 @@ def _rerun_surrogate(engine: Engine, call: RootCall) -> Any:
     return total
 
 
+class _Attachment:
+    """What attaches a monitor: the engines, the hook handles, and the attributes replaced by its
+    wrappers (an engine's backward entry points, a gradient scaler's ``scale`` and ``step``, the
+    process start and group teardown functions) with their originals."""
+
+    def __init__(self) -> None:
+        self.engines: list[Engine] = []
+        self.handles: list[Any] = []
+        self.originals: dict[str, Callable] = {}  # the first backward entry point of each engine
+        self.closed = False
+        self._replaced: list[tuple[Any, str, Any, Any]] = []  # (owner, attribute, original, wrapper)
+
+    def replace(self, owner: Any, attribute: str, original: Any, wrapper: Any) -> None:
+        """Set ``owner.attribute`` to ``wrapper`` (``original`` is what it held)."""
+        self._replaced.append((owner, attribute, original, wrapper))
+        setattr(owner, attribute, wrapper)
+
+    def detach(self) -> None:
+        """Remove the hooks; put each original back where the attribute still holds our wrapper
+        (where someone replaced it after us, theirs stays). Then :attr:`closed` (the wrappers check
+        it: one left inside someone else's passes its calls on)."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        for owner, attribute, original, wrapper in reversed(self._replaced):
+            if vars(owner).get(attribute) is wrapper:
+                setattr(owner, attribute, original)
+        self._replaced.clear()
+        self.engines.clear()
+        self.closed = True
+
+
 @dataclass
 class _Root:
     engine: Engine
@@ -158,16 +190,19 @@ class RunMonitor:
         on_failure: ``on_failure(step)`` with the :class:`FailingStep` when the run stops at a
             non-finite value (``run --debug-on-failure`` opens the debugger on it).
 
+    A context manager, like the monitors of :mod:`gradscope.monitor.monitors`: leaving the
+    ``with`` block calls :meth:`close`. It attaches to each engine through :meth:`attach`, which
+    may come later than the ``with`` (``gradscope run`` attaches to torch when the script imports
+    it). The history and the report stay readable after the block.
+
     Example::
 
-        monitor = RunMonitor(RunOptions(nan=True))
-        monitor.attach(get_engine("gradscope"))
-        try:
-            run_script("train.py")
-        except StopRun:
-            pass
-        finally:
-            monitor.close()
+        with RunMonitor(RunOptions(nan=True)) as monitor:
+            monitor.attach(get_engine("gradscope"))
+            try:
+                run_script("train.py")
+            except StopRun:
+                pass
         report = monitor.report("train.py")
     """
 
@@ -183,10 +218,7 @@ class RunMonitor:
         self.origin: NonFiniteOrigin | None = None
         self.saw_nonfinite = False
         self.notes: list[str] = []
-        self._engines: list[Engine] = []
-        self._handles: list[Any] = []
-        self._patches: list[tuple[Any, str, Any]] = []
-        self._originals: dict[str, Callable] = {}
+        self._attachment = _Attachment()
         self._roots: list[_Root] = []
         self._names: dict[int, str] = {}
         self._ignored: set[int] = set()
@@ -219,59 +251,69 @@ class RunMonitor:
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
-        """Register the global hooks of ``engine`` and wrap its backward entry points."""
-        if engine in self._engines:
+        """Register the global hooks of ``engine`` and wrap its backward entry points (once per
+        engine; a closed monitor cannot be attached again)."""
+        attachment = self._attachment
+        if attachment.closed:
+            raise RuntimeError("this RunMonitor was closed: attach a new one")
+        if engine in attachment.engines:
             return
         if self not in ATTACHED:
             ATTACHED.append(self)
-        self._engines.append(engine)
+        attachment.engines.append(engine)
         if self.options.stops:
-            self._handles.append(engine.register_module_forward_pre_hook(
+            attachment.handles.append(engine.register_module_forward_pre_hook(
                 functools.partial(self._on_forward_pre, engine)))
-        self._handles.append(engine.register_module_forward_hook(
+        attachment.handles.append(engine.register_module_forward_hook(
             functools.partial(self._on_forward, engine), with_kwargs=True))
-        self._handles.append(engine.register_optimizer_step_pre_hook(
+        attachment.handles.append(engine.register_optimizer_step_pre_hook(
             functools.partial(self._on_step_pre, engine)))
-        self._handles.append(engine.register_optimizer_step_post_hook(
+        attachment.handles.append(engine.register_optimizer_step_post_hook(
             functools.partial(self._on_step_post, engine)))
         for owner, attribute in engine.backward_entry_points():
             original = getattr(owner, attribute)
-            self._originals.setdefault(engine.name, original)
-            self._patches.append((owner, attribute, original))
-            setattr(owner, attribute, self._wrap_backward(engine, original))
+            attachment.originals.setdefault(engine.name, original)
+            attachment.replace(owner, attribute, original, self._wrap_backward(engine, original))
         for owner, attribute in engine.group_teardown_entry_points():
             original = getattr(owner, attribute)
-            self._patches.append((owner, attribute, original))
-            setattr(owner, attribute, self._wrap_teardown(engine, original))
+            attachment.replace(owner, attribute, original, self._wrap_teardown(engine, original))
         for owner, attribute in engine.process_start_entry_points():
             original = getattr(owner, attribute)
-            self._patches.append((owner, attribute, original))
-            setattr(owner, attribute, self._wrap_process_start(original))
+            attachment.replace(owner, attribute, original, self._wrap_process_start(original))
         scaler = engine.gradient_scaler_class()
         if scaler is not None:
             for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
                 original = scaler.__dict__[attribute]
-                self._patches.append((scaler, attribute, original))
-                setattr(scaler, attribute, wrap(original))
+                attachment.replace(scaler, attribute, original, wrap(original))
 
     def close(self) -> None:
-        """Remove every hook and restore the wrapped entry points (idempotent)."""
+        """Remove every hook and put back the wrapped entry points (idempotent).
+
+        An entry point is put back only where it still holds this monitor's wrapper: one that the
+        script or another library replaced after the monitor attached keeps their replacement,
+        and the monitor's wrapper, still reachable through it, passes every call straight on.
+        """
         if self in ATTACHED:
             ATTACHED.remove(self)
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
         if self._loss_ops is not None:
             self._loss_ops.stop()
             self._loss_ops = None
-        for owner, attribute, original in reversed(self._patches):
-            setattr(owner, attribute, original)
-        self._patches.clear()
-        self._engines.clear()
+        self._attachment.detach()
+
+    def __enter__(self) -> "RunMonitor":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    @property
+    def engines(self) -> list[Engine]:
+        """The engines the monitor is attached to (none once closed)."""
+        return self._attachment.engines
 
     def original_backward(self, engine: Engine) -> Callable:
         """The engine's unwrapped ``autograd.backward``."""
-        return self._originals[engine.name]
+        return self._attachment.originals[engine.name]
 
     # ------------------------------------------------------------------ the model
     def _root_of(self, module: Any) -> _Root | None:
@@ -443,7 +485,7 @@ class RunMonitor:
         @_passes_through
         @functools.wraps(original)
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.localizing or self._in_backward or engine.is_compiling():
+            if self.localizing or self._in_backward or self._attachment.closed or engine.is_compiling():
                 return original(tensors, *args, **kwargs)
             self._pause_loss_ops()
             self._before_backward()
@@ -469,7 +511,7 @@ class RunMonitor:
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
-            if result is not outputs and scaler.is_enabled():
+            if result is not outputs and scaler.is_enabled() and not self._attachment.closed:
                 self.current.scaled = (result, scaler)
             return result
 
@@ -483,7 +525,8 @@ class RunMonitor:
         def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             before = self._optimizer_steps
             result = original(scaler, optimizer, *args, **kwargs)
-            if self._optimizer_steps == before and self.step.passes and not self.localizing:
+            if self._optimizer_steps == before and self.step.passes and not self.localizing and \
+                    not self._attachment.closed:
                 if self.guard.pending:
                     clear_gradients(optimizer)
                 else:
@@ -502,7 +545,7 @@ class RunMonitor:
         def start_processes(fn: Any, *args: Any, **kwargs: Any) -> Any:
             from gradscope.monitor.run_spawn import FollowedRank
 
-            if self.localizing or isinstance(fn, FollowedRank):
+            if self.localizing or self._attachment.closed or isinstance(fn, FollowedRank):
                 return original(fn, *args, **kwargs)
             count = args[1] if len(args) > 1 else kwargs.get("nprocs", 1)
             if self._spawn_directory is None:
@@ -521,7 +564,7 @@ class RunMonitor:
         @functools.wraps(original)
         def teardown(*args: Any, **kwargs: Any) -> Any:
             group = args[0] if args else kwargs.get("group")
-            if group is None and engine.process_group() is not None:
+            if group is None and not self._attachment.closed and engine.process_group() is not None:
                 self._check_parameters(engine)
             return original(*args, **kwargs)
 
@@ -796,7 +839,7 @@ class RunMonitor:
         (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
         if self.step.passes:
             self._record_without_step()
-        for engine in list(self._engines):
+        for engine in list(self._attachment.engines):
             self._check_parameters(engine)
 
     def _check_parameters(self, engine: Engine) -> None:

@@ -47,18 +47,18 @@ class FollowedRank:
         for inherited in list(ATTACHED):  # forked from the script's process: its monitor came along
             inherited.close()
         reducer = JoiningReducer(lambda: True)
-        monitor = RunMonitor(self.options, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer)
-        monitor.attach(get_engine("gradscope"))
-        monitor.attach(get_engine("torch"))
         result = None
         try:
-            try:
-                result = self.fn(index, *args)
-                monitor.finish()
-            except StopRun:
-                pass
+            with RunMonitor(self.options, main_globals=lambda: vars(sys.modules["__main__"]),
+                            reducer=reducer) as monitor:
+                monitor.attach(get_engine("gradscope"))
+                monitor.attach(get_engine("torch"))
+                try:
+                    result = self.fn(index, *args)
+                    monitor.finish()
+                except StopRun:
+                    pass
         finally:
-            monitor.close()
             reducer.release()
         rank = reducer.rank if reducer.rank is not None else index
         if rank == 0:
