@@ -65,11 +65,14 @@ class StepReducer:
         """Per-parameter squared norms combined over all ranks (for ``--clip``'s after-norms)."""
         return squares
 
-    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
-        """Where the first non-finite value of this backward pass started."""
-        from gradscope.monitor.run_localize import localize
+    def origin_across_ranks(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any,
+                            step: int) -> NonFiniteOrigin:
+        """Where the first non-finite value of this backward pass started: which processes re-run
+        their kept model calls to localise it, and which of their findings is the origin (one
+        process: this one re-runs, and its finding is the origin; see :mod:`gradscope.monitor.localize`)."""
+        from gradscope.monitor.run_localize import localize_from_kept_calls
 
-        return localize(monitor, engine, loss, stats, step)
+        return localize_from_kept_calls(monitor, engine, loss, stats, step)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
                          options: Any, gradient_norms: dict[str, float | None] | None = None
@@ -202,11 +205,19 @@ class DistributedReducer(StepReducer):
                 for value, combined, shard in zip(squares, reduced, sharded)]
 
     # ------------------------------------------------------------------ the origin
-    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
+    def origin_across_ranks(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any,
+                            step: int) -> NonFiniteOrigin:
+        """Collective (every rank reaches it: the stop was decided from the reduced vector). Each rank
+        whose own numbers hold a non-finite value localises it: by re-running its kept calls when
+        the model can run on that rank alone (an FSDP2-sharded model is gathered on every rank
+        first), else from its numbers. The findings are gathered and the origin is the one of the
+        earliest phase, then one that names a node, then the lowest rank. When no rank's own
+        numbers hold one, only their sum over the ranks overflowed, and the origin says so.
+        Without a process group, the one-process answer."""
         group = self._group(engine)
         local = self._local if self._local is not None else stats
         if group is None:
-            return super().localize(monitor, engine, loss, local, step)
+            return super().origin_across_ranks(monitor, engine, loss, local, step)
         phase = self._phases[self.rank][0] if self._phases else PHASE_NONE
         origin: NonFiniteOrigin | None = None
         sharded = any(self._sharded_mask(group, monitor.parameters))
@@ -222,7 +233,7 @@ class DistributedReducer(StepReducer):
         else:
             with group.unsharded(monitor.models) if sharded else contextlib.nullcontext():
                 if phase != PHASE_NONE:
-                    origin = super().localize(monitor, engine, loss, local, step)
+                    origin = super().origin_across_ranks(monitor, engine, loss, local, step)
         found = group.gather_objects(origin)
         self.collectives += 1
         candidates = [(self._phases[r][0] if self._phases else PHASE_NONE, candidate.node is None, r, candidate)
@@ -342,8 +353,9 @@ class JoiningReducer(StepReducer):
                         squares: list[float | None]) -> list[float | None]:
         return self._current(engine).combine_squares(engine, parameters, squares)
 
-    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
-        return self._current(engine).localize(monitor, engine, loss, stats, step)
+    def origin_across_ranks(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any,
+                            step: int) -> NonFiniteOrigin:
+        return self._current(engine).origin_across_ranks(monitor, engine, loss, stats, step)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
                          options: Any, gradient_norms: dict[str, float | None] | None = None

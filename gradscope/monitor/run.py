@@ -680,13 +680,13 @@ class RunMonitor:
         if self.guard.skip_nonfinite and not (self.step.in_optimizer_step and self.step.closure):
             if self.guard.reason != SKIP_NONFINITE:  # the step's first poisoned backward pass
                 with preserved_buffers(engine, [root.module for root in self._roots if root.engine is engine]):
-                    origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+                    origin = self.reducer.origin_across_ranks(self, engine, loss, stats, step=len(self.history))
                 self.guard.mark(SKIP_NONFINITE, origin, replace=True)
             return
         if self.guard.skip_nonfinite:
             self.notes.append("a step that runs backward() inside optimizer.step(closure) cannot be skipped: "
                               "the run was stopped instead")
-        self.origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+        self.origin = self.reducer.origin_across_ranks(self, engine, loss, stats, step=len(self.history))
         self.stopped = "nonfinite"
         if self.on_failure is not None and self.origin.rank in (None, self.reducer.rank):
             self._debug_failure(engine)
