@@ -19,10 +19,7 @@ parameter names are paths in it.
 from __future__ import annotations
 
 import functools
-import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,6 +32,7 @@ from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OV
 from gradscope.monitor.analysis import Thresholds
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.run_health import ParameterChanges, run_findings
+from gradscope.monitor.run_spawn import FollowedRank, SpawnedRanks
 from gradscope.monitor.run_step import BackwardPass, BackwardStats, RootCall, StepState, all_finite, \
     nonfinite_place, square_sum, step_loss, value_kind, verdict_values
 from gradscope.monitor.spikes import SpikeTracker, spike_notes
@@ -245,9 +243,7 @@ class RunMonitor:
         self.inf_allowance = InfAllowance(options.allow_inf)
         self.parameter_changes = ParameterChanges()
         self._optimizers: dict[int, Any] = {}
-        self._spawned: list[tuple[str, int, str]] = []
-        self._spawn_directory: str | None = None
-        self._spawn_reports: list[RunReport | None] = []
+        self._spawned = SpawnedRanks(options)
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
@@ -543,16 +539,10 @@ class RunMonitor:
         @_passes_through
         @functools.wraps(original)
         def start_processes(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            from gradscope.monitor.run_spawn import FollowedRank
-
             if self.localizing or self._attachment.closed or isinstance(fn, FollowedRank):
                 return original(fn, *args, **kwargs)
             count = args[1] if len(args) > 1 else kwargs.get("nprocs", 1)
-            if self._spawn_directory is None:
-                self._spawn_directory = tempfile.mkdtemp(prefix="gradscope-spawn-")
-            path = os.path.join(self._spawn_directory, f"report{len(self._spawned)}.pickle")
-            self._spawned.append((getattr(fn, "__qualname__", None) or repr(fn), count, path))
-            return original(FollowedRank(fn, self.options, path), *args, **kwargs)
+            return original(self._spawned.follow(fn, count), *args, **kwargs)
 
         return start_processes
 
@@ -874,8 +864,7 @@ class RunMonitor:
             status = "ok"
         notes = list(self.notes)
         history, origin = tuple(self.history), self.origin
-        spawned = self._spawned_reports()
-        for (name, count, _), report in zip(self._spawned, spawned):
+        for name, count, report in self._spawned.reports():
             processes = f"{count} process{'es' if count != 1 else ''}"
             if report is None:
                 notes.append(f"the script started {processes} running {name}() with torch.multiprocessing; "
@@ -906,16 +895,6 @@ class RunMonitor:
         return RunReport(script=script, steps_run=len(history), status=status, first_nonfinite=first,
                          history=history, notes=tuple(notes), stopped=self.stopped,
                          spikes=tuple(self.spike_tracker.spikes), findings=findings, waived=waived)
-
-    def _spawned_reports(self) -> list[RunReport | None]:
-        """The reports of the spawned processes' rank 0 (read once, then their folder is removed)."""
-        if self._spawn_directory is not None:
-            from gradscope.monitor.run_spawn import read_report
-
-            self._spawn_reports = [read_report(path) for _, _, path in self._spawned]
-            shutil.rmtree(self._spawn_directory, ignore_errors=True)
-            self._spawn_directory = None
-        return self._spawn_reports
 
 
 def _user_call_site() -> tuple[str, int] | None:
