@@ -177,6 +177,75 @@ class _Root:
     prefix: str
 
 
+class _Models:
+    """The model(s) the script trains, found from its calls, and the names inside them.
+
+    A model is the outermost module with trainable parameters that the script calls; module and
+    parameter names are paths in it (with several models, each path starts with the script's
+    variable for its model, else with its class name).
+
+    Args:
+        main_globals: the script's globals, used to name several models by their variables.
+    """
+
+    def __init__(self, main_globals: Callable[[], dict] | None) -> None:
+        self.main_globals = main_globals
+        self.roots: list[_Root] = []
+        self.names: dict[int, str] = {}  # id(module) -> its path, for every module of every model
+        self.ignored: set[int] = set()  # modules called outside every model that have no trainable parameter
+        self.parameters: list[tuple[str, Any]] = []  # (path, parameter) of every trainable parameter
+        self.parameter_modules: list[str] = []  # the module path of each of those parameters
+        self._slots: list[tuple[Any, str]] = []  # (owning module, attribute) of each of those parameters
+
+    def root_of(self, module: Any) -> _Root | None:
+        """The model that ``module`` is, or None (an inner module, or one outside every model)."""
+        for root in self.roots:
+            if root.module is module:
+                return root
+        return None
+
+    def adopt(self, engine: Engine, module: Any) -> bool:
+        """A module outside every known model was called: it becomes a model if it has trainable
+        parameters (returns True then); known models inside it are absorbed into it."""
+        if not any(p.requires_grad for p in module.parameters()):
+            self.ignored.add(id(module))
+            return False
+        inside = {id(m) for m in module.modules()}
+        self.roots = [root for root in self.roots if id(root.module) not in inside]
+        self.roots.append(_Root(engine, module, ""))
+        self._rename()
+        return True
+
+    def _rename(self) -> None:
+        prefixes = _root_prefixes([root.module for root in self.roots], self.main_globals)
+        self.names.clear()
+        self.parameters.clear()
+        self._slots.clear()
+        for root, prefix in zip(self.roots, prefixes):
+            root.prefix = prefix
+            self.names[id(root.module)] = prefix
+            inner = root.engine.uncompiled(root.module)
+            modules = dict(inner.named_modules())
+            for name, module in modules.items():
+                self.names.setdefault(id(module), join_path(prefix, name))
+            for name, p in inner.named_parameters():
+                if p.requires_grad:
+                    owner, _, attribute = name.rpartition(".")
+                    self.parameters.append((join_path(prefix, name), p))
+                    self._slots.append((modules[owner], attribute))
+        self.parameter_modules = [module_of(name) for name, _ in self.parameters]
+
+    def refresh_parameters(self) -> None:
+        """Take the parameter objects the modules hold now. FSDP2 swaps a module's parameters
+        between the sharded ones (between steps) and gathered ones (during forward, and for the
+        root until backward ends): a model adopted inside a forward pass would otherwise keep the
+        gathered ones, whose storage FSDP frees."""
+        for index, (owner, attribute) in enumerate(self._slots):
+            current = getattr(owner, attribute, None)
+            if current is not None and current is not self.parameters[index][1]:
+                self.parameters[index] = (self.parameters[index][0], current)
+
+
 class RunMonitor:
     """Attach to whatever a script does; read :attr:`history` and :meth:`report` afterwards.
 
@@ -211,18 +280,12 @@ class RunMonitor:
         self.on_failure = on_failure
         self.reducer = reducer or StepReducer()
         self.on_step = on_step
-        self.main_globals = main_globals
         self.history: list[StepRecord] = []
         self.origin: NonFiniteOrigin | None = None
         self.saw_nonfinite = False
         self.notes: list[str] = []
         self._attachment = _Attachment()
-        self._roots: list[_Root] = []
-        self._names: dict[int, str] = {}
-        self._ignored: set[int] = set()
-        self._parameters: list[tuple[str, Any]] = []
-        self._parameter_slots: list[tuple[Any, str]] = []
-        self._parameter_modules: list[str] = []
+        self._models = _Models(main_globals)
         # per module, a stack of (random state, instance-level forward) before each call still running
         self._before_call: dict[int, list[tuple[Any, Any]]] = {}
         self._loss_ops: Any = None
@@ -312,67 +375,28 @@ class RunMonitor:
         return self._attachment.originals[engine.name]
 
     # ------------------------------------------------------------------ the model
-    def _root_of(self, module: Any) -> _Root | None:
-        for root in self._roots:
-            if root.module is module:
-                return root
-        return None
-
     def _adopt(self, engine: Engine, module: Any) -> None:
         """A module outside every known model was called: it becomes a model if it has trainable
-        parameters; known models inside it are absorbed into it."""
-        if not any(p.requires_grad for p in module.parameters()):
-            self._ignored.add(id(module))
+        parameters (see :meth:`_Models.adopt`)."""
+        models = self._models
+        if not models.adopt(engine, module):
             return
-        inside = {id(m) for m in module.modules()}
-        self._roots = [root for root in self._roots if id(root.module) not in inside]
-        self._roots.append(_Root(engine, module, ""))
-        self._rename()
         # Calls of the models absorbed now (modules called before their parent's forward ended,
         # in the first pass) are dropped, and their gradient hooks with them: left in place, they
         # would keep every inner module's output gradient until the graph is freed.
         kept = []
         for call in self.current.calls:
-            if self._root_of(call.module) is not None:
+            if models.root_of(call.module) is not None:
                 kept.append(call)
             else:
                 call.release()
         self.current.calls = kept
         for call in self.current.calls:
-            call.name = self._root_of(call.module).prefix
-
-    def _rename(self) -> None:
-        prefixes = _root_prefixes([root.module for root in self._roots], self.main_globals)
-        self._names.clear()
-        self._parameters.clear()
-        self._parameter_slots.clear()
-        for root, prefix in zip(self._roots, prefixes):
-            root.prefix = prefix
-            self._names[id(root.module)] = prefix
-            inner = root.engine.uncompiled(root.module)
-            modules = dict(inner.named_modules())
-            for name, module in modules.items():
-                self._names.setdefault(id(module), join_path(prefix, name))
-            for name, p in inner.named_parameters():
-                if p.requires_grad:
-                    owner, _, attribute = name.rpartition(".")
-                    self._parameters.append((join_path(prefix, name), p))
-                    self._parameter_slots.append((modules[owner], attribute))
-        self._parameter_modules = [module_of(name) for name, _ in self._parameters]
-
-    def _refresh_parameters(self) -> None:
-        """Take the parameter objects the modules hold now. FSDP2 swaps a module's parameters
-        between the sharded ones (between steps) and gathered ones (during forward, and for the
-        root until backward ends): a model adopted inside a forward pass would otherwise keep the
-        gathered ones, whose storage FSDP frees."""
-        for index, (owner, attribute) in enumerate(self._parameter_slots):
-            current = getattr(owner, attribute, None)
-            if current is not None and current is not self._parameters[index][1]:
-                self._parameters[index] = (self._parameters[index][0], current)
+            call.name = models.root_of(call.module).prefix
 
     def module_name(self, module: Any) -> str | None:
         """The module's path in the model, or None for modules outside it."""
-        return self._names.get(id(module))
+        return self._models.names.get(id(module))
 
     @property
     def optimizer_steps(self) -> int:
@@ -387,12 +411,12 @@ class RunMonitor:
     @property
     def models(self) -> list[Any]:
         """The model (root) modules, in the order the script first called them."""
-        return [root.module for root in self._roots]
+        return [root.module for root in self._models.roots]
 
     @property
     def parameters(self) -> list[tuple[str, Any]]:
         """``(name, parameter)`` of every trainable parameter of the model, in model order."""
-        return self._parameters
+        return self._models.parameters
 
     # ------------------------------------------------------------------ hooks
     def _skip(self, engine: Engine) -> bool:
@@ -401,10 +425,10 @@ class RunMonitor:
     def _on_forward_pre(self, engine: Engine, module: Any, args: tuple) -> None:
         if self._skip(engine):
             return
-        key = id(module)
-        if key in self._ignored or (key in self._names and self._root_of(module) is None):
+        key, models = id(module), self._models
+        if key in models.ignored or (key in models.names and models.root_of(module) is None):
             return
-        if key not in self._names and not any(p.requires_grad for p in module.parameters()):
+        if key not in models.names and not any(p.requires_grad for p in module.parameters()):
             return  # a parameter-free module (a loss module): never a model, part of the loss computation
         self._pause_loss_ops()
         # what the call will run: an instance-level forward set just for this call (a redirection)
@@ -414,24 +438,24 @@ class RunMonitor:
     def _on_forward(self, engine: Engine, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         if self._skip(engine):
             return
-        key = id(module)
+        key, models = id(module), self._models
         before = self._before_call.get(key)
         rng, forward = before.pop() if before else (None, None)
-        if key not in self._names:
-            if key in self._ignored:
+        if key not in models.names:
+            if key in models.ignored:
                 return
             self._adopt(engine, module)
-            if key not in self._names:
+            if key not in models.names:
                 if self.options.stops:  # the first pass: a model adopted later in it may hold this module
                     self._keep_activations(engine, key, output, root=False)
                 return
         if engine.is_compiled_module(module) and key not in self._compiled_noted:
             self._compiled_noted.add(key)
-            self.notes.append(f"module {_label(self._names[key])} is compiled (torch.compile): the modules "
+            self.notes.append(f"module {_label(models.names[key])} is compiled (torch.compile): the modules "
                               "inside it are not observed")
         if not self.options.stops:
             return
-        root = self._root_of(module)
+        root = models.root_of(module)
         outputs = self._keep_activations(engine, key, output, root=root is not None)
         if root is None or not outputs:
             return
@@ -469,7 +493,7 @@ class RunMonitor:
             for tensor in outputs:
                 summary, masked = engine.activation_summary(tensor), None
                 if allowance:  # --allow-inf: the -inf of matching modules' outputs count as finite
-                    name = self._names.get(key)
+                    name = self._models.names.get(key)
                     if name is None:  # (the first pass: named once its model is known)
                         masked = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
                     elif allowance.allows(name):
@@ -582,18 +606,18 @@ class RunMonitor:
     def _before_backward(self) -> None:
         """Pending backward passes whose gradients were reset without an optimizer step are
         steps of their own (no optimizer) or skipped steps (an optimizer exists)."""
-        if self.step.passes and not self.step.in_optimizer_step and self._parameters and \
-                all(p.grad is None for _, p in self._parameters):
+        if self.step.passes and not self.step.in_optimizer_step and self._models.parameters and \
+                all(p.grad is None for _, p in self._models.parameters):
             self._record_without_step()
 
     def _after_backward(self, engine: Engine, loss: Any) -> None:
-        self._refresh_parameters()
-        grads = [p.grad for _, p in self._parameters]
+        self._models.refresh_parameters()
+        grads = [p.grad for _, p in self._models.parameters]
         current = self.current
         outputs = [t for call in current.calls for t in call.outputs] if self.options.stops else []
-        inner = [masked if masked is not None and self.inf_allowance.allows(self._names.get(module)) else summary
-                 for module, summary, masked in current.activations if module in self._names]
-        parameters = [p for _, p in self._parameters]
+        inner = [masked if masked is not None and self.inf_allowance.allows(self._models.names.get(module)) else summary
+                 for module, summary, masked in current.activations if module in self._models.names]
+        parameters = [p for _, p in self._models.parameters]
         if self.inf_allowance:
             outputs = self._allowing_inf(outputs, {id(t): id(call.module) for call in current.calls
                                                    for t in call.outputs})
@@ -618,7 +642,7 @@ class RunMonitor:
         stats = BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss, scale=scale,
                                parameter_squares=parameter_squares)
-        stats = self.reducer.combine(engine, self._parameters, stats)
+        stats = self.reducer.combine(engine, self._models.parameters, stats)
         step = self.step
         if not (step.in_optimizer_step and step.closure and step.passes):
             step.passes.append(stats)
@@ -659,7 +683,7 @@ class RunMonitor:
     def _allowing_inf(self, tensors: list, owners: dict[int, int]) -> list:
         """``tensors`` with the ``-inf`` of the outputs of ``--allow-inf`` modules counted as finite."""
         return [InfAllowance.without_negative_infinity(t)
-                if self.inf_allowance.allows(self._names.get(owners.get(id(t), -1))) else t for t in tensors]
+                if self.inf_allowance.allows(self._models.names.get(owners.get(id(t), -1))) else t for t in tensors]
 
     def _check_stop(self, engine: Engine, loss: Any, stats: BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
@@ -669,7 +693,7 @@ class RunMonitor:
             return
         if self.guard.skip_nonfinite and not (self.step.in_optimizer_step and self.step.closure):
             if self.guard.reason != SKIP_NONFINITE:  # the step's first poisoned backward pass
-                with preserved_buffers(engine, [root.module for root in self._roots if root.engine is engine]):
+                with preserved_buffers(engine, [root.module for root in self._models.roots if root.engine is engine]):
                     origin = self.reducer.origin_across_ranks(self, engine, loss, stats, step=len(self.history))
                 self.guard.mark(SKIP_NONFINITE, origin, replace=True)
             return
@@ -685,7 +709,7 @@ class RunMonitor:
 
     def _debug_failure(self, engine: Engine) -> None:
         """Hand the failing step's model call to :attr:`on_failure`, to be run again under the debugger."""
-        if self.reducer.shards_parameters(engine, self._parameters):
+        if self.reducer.shards_parameters(engine, self._models.parameters):
             # (its re-run would gather the shards on this rank alone while the others wait)
             note = ("the model is sharded over the ranks (FSDP2): --debug-on-failure cannot re-run its call on "
                     "one rank, so the debugger was not opened")
@@ -731,14 +755,14 @@ class RunMonitor:
             self._clip(engine, optimizer)
 
     def _clip(self, engine: Engine, optimizer: Any) -> None:
-        self._refresh_parameters()
+        self._models.refresh_parameters()
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if self.options.clip_mode == "value":
             engine.clip_grad_value_(params, self.options.clip)
         else:
             engine.clip_grad_norm_(params, self.options.clip)
-        squares = self.reducer.combine_squares(engine, self._parameters,
-                                               engine.squared_norms([p.grad for _, p in self._parameters]))
+        squares = self.reducer.combine_squares(engine, self._models.parameters,
+                                               engine.squared_norms([p.grad for _, p in self._models.parameters]))
         self.step.clipped = (norm_from_square(square_sum(squares)), squares)
 
     def _on_step_post(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
@@ -762,7 +786,7 @@ class RunMonitor:
         last = self.step.passes[-1]
         layer_squares: dict[str, float] = {}
         parameter_squares: dict[str, float] = {}
-        for module, square, parameter in zip(self._parameter_modules, last.squares, last.parameter_squares):
+        for module, square, parameter in zip(self._models.parameter_modules, last.squares, last.parameter_squares):
             if square is not None:
                 layer_squares[module] = layer_squares.get(module, 0.0) + square
             if parameter is not None:
@@ -787,9 +811,9 @@ class RunMonitor:
         skip, origin = self.guard.reason, self.guard.origin
         last = pending[-1]
         loss = step_loss(pending)
-        names = [name for name, _ in self._parameters]
+        names = [name for name, _ in self._models.parameters]
         layer_squares: dict[str, float] = {}
-        for module, square in zip(self._parameter_modules, last.squares):
+        for module, square in zip(self._models.parameter_modules, last.squares):
             if square is not None:
                 layer_squares[module] = layer_squares.get(module, 0.0) + square
         clipped_total, clipped = None, ()
@@ -836,12 +860,12 @@ class RunMonitor:
         """With ``--nan``/``--inf``, once per engine and run: is a parameter of ``engine`` non-finite
         after the last update? Under torch.distributed the ranks combine their answers (every rank
         calls this at the same point: the script's group teardown, else the end of the script)."""
-        if not self.options.stops or self.origin is not None or not self._parameters or \
+        if not self.options.stops or self.origin is not None or not self._models.parameters or \
                 engine.name in self._parameters_checked:
             return
         self._parameters_checked.add(engine.name)
-        self._refresh_parameters()
-        params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
+        self._models.refresh_parameters()
+        params = [(name, p) for name, p in self._models.parameters if engine.is_tensor(p)]
         if not params:
             return
         norms = dict(self.history[-1].parameter_norms) if self.history else None
@@ -889,8 +913,9 @@ class RunMonitor:
                          "optimizer step (skipped steps)")
         held = {id(p) for optimizer in self._optimizers.values() for group in optimizer.param_groups
                 for p in group["params"]}
+        optimized = [name for name, p in self._models.parameters if id(p) in held]
         findings, waived = run_findings(history, self.options.thresholds, self.options.waivers,
-                                        self.parameter_changes, [name for name, p in self._parameters if id(p) in held])
+                                        self.parameter_changes, optimized)
         first = origin or next((record.origin for record in history if record.origin is not None), None)
         return RunReport(script=script, steps_run=len(history), status=status, first_nonfinite=first,
                          history=history, notes=tuple(notes), stopped=self.stopped,
