@@ -17,9 +17,10 @@ Everything a rank decides afterwards (stop or go on, which rank is the origin) i
 that reduced vector, which is identical on every rank, so every rank decides the same way at the
 same step: no rank is left waiting in a collective. A Ctrl-C or SIGTERM is deferred to the next
 step boundary for the same reason (with a short watchdog for a script that is not stepping).
-Only when the job stops at a non-finite value does a second collective run: each rank localises
-its own first non-finite value (re-running its model locally when that starts no collective) and
-the ranks' findings are gathered to pick the origin.
+Only when a watched non-finite value stops the job (or, with ``--on-nonfinite skip``, has a step
+skipped) does a second collective run: each rank localises its own first non-finite value
+(re-running its model locally when that starts no collective) and the ranks' findings are
+gathered to pick the origin (``origin_across_ranks``).
 """
 from __future__ import annotations
 
@@ -124,8 +125,9 @@ class DistributedReducer(StepReducer):
     """Combine each step over the ranks of the script's default process group (see the module docstring).
 
     Args:
-        rank: the rank ``torchrun`` gave this process.
-        world_size: how many processes it started.
+        rank: this process's rank in the default process group (the one ``torchrun`` gave it, or
+            the group's for a process that the script started itself).
+        world_size: how many ranks the group has.
     """
 
     def __init__(self, rank: int, world_size: int) -> None:

@@ -1,17 +1,20 @@
 """``gradscope run``: monitor an unmodified training script through global hooks, on either engine.
 
 :class:`RunMonitor` attaches to an engine through its adapter (global module forward hooks,
-global optimizer step hooks, and a wrapper around the engine's ``autograd.backward`` entry point)
-and turns what the script does into one :class:`StepRecord` per ``optimizer.step()`` (per
-``backward()`` call when the script has no optimizer).
+global optimizer step hooks, and wrappers around the engine's backward entry points, a gradient
+scaler's ``scale`` and ``step``, and the functions that start processes or tear down a process
+group) and turns what the script does into one :class:`StepRecord` per ``optimizer.step()`` (per
+``backward()`` call when the script has no optimizer). What a step is made of, and the state of
+the one being built, is :mod:`gradscope.monitor.run_step`'s.
 
 Cheap by default: per backward pass, one batched computation of the squared norms of every
-parameter gradient (plus, with ``--nan``/``--inf``, of the model's outputs and of every other
-module output that takes part in the backward pass) and the loss, read with a single host
-synchronisation. Those numbers are a vector (one entry per parameter, model output and module
-output, in a fixed order) whose non-finite entries are the flags. Only when
-one is non-finite does :mod:`gradscope.monitor.run_localize` re-run the model's forward (and
-backward) on the saved inputs, with the random generators restored, under full instrumentation.
+parameter gradient and of every parameter (plus, with ``--nan``/``--inf``, of the model's outputs
+and of every other module output that takes part in the backward pass) and the loss, read with a
+single host synchronisation. Those numbers are a vector (one entry per parameter gradient, model
+output, module output and parameter, in a fixed order) whose non-finite entries are the flags.
+Only when ``--nan``/``--inf`` watches one that is non-finite does
+:mod:`gradscope.monitor.run_localize` re-run the model's forward (and backward) on the saved
+inputs, with the random generators restored, under full instrumentation.
 
 The model is the outermost module(s) with trainable parameters that the script calls; module and
 parameter names are paths in it.
