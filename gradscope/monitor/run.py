@@ -142,9 +142,11 @@ def _rerun_surrogate(engine: Engine, call: RootCall) -> Any:
 
 
 class _Attachment:
-    """What attaches a monitor: the engines, the hook handles, and the attributes replaced by its
-    wrappers (an engine's backward entry points, a gradient scaler's ``scale`` and ``step``, the
-    process start and group teardown functions) with their originals."""
+    """What attaches a monitor, from :meth:`RunMonitor.attach` to :meth:`RunMonitor.close`: the
+    engines, the hook handles, and the attributes replaced by its wrappers (an engine's backward
+    entry points, a gradient scaler's ``scale`` and ``step``, the process start and group teardown
+    functions) with their originals. Each wrapper belongs to the attachment it was installed
+    under and passes its calls straight on once that one is :attr:`closed`."""
 
     def __init__(self) -> None:
         self.engines: list[Engine] = []
@@ -160,8 +162,7 @@ class _Attachment:
 
     def detach(self) -> None:
         """Remove the hooks; put each original back where the attribute still holds our wrapper
-        (where someone replaced it after us, theirs stays). Then :attr:`closed` (the wrappers check
-        it: one left inside someone else's passes its calls on)."""
+        (where someone replaced it after us, theirs stays); then :attr:`closed`."""
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
@@ -314,10 +315,8 @@ class RunMonitor:
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
         """Register the global hooks of ``engine`` and wrap its backward entry points (once per
-        engine; a closed monitor cannot be attached again)."""
+        engine until :meth:`close`)."""
         attachment = self._attachment
-        if attachment.closed:
-            raise RuntimeError("this RunMonitor was closed: attach a new one")
         if engine in attachment.engines:
             return
         if self not in ATTACHED:
@@ -353,7 +352,8 @@ class RunMonitor:
 
         An entry point is put back only where it still holds this monitor's wrapper: one that the
         script or another library replaced after the monitor attached keeps their replacement,
-        and the monitor's wrapper, still reachable through it, passes every call straight on.
+        and the monitor's wrapper, still reachable through it, passes every call straight on (also
+        after the monitor is attached again: the next :meth:`attach` installs new wrappers).
         """
         if self in ATTACHED:
             ATTACHED.remove(self)
@@ -361,6 +361,7 @@ class RunMonitor:
             self._loss_ops.stop()
             self._loss_ops = None
         self._attachment.detach()
+        self._attachment = _Attachment()
 
     def __enter__(self) -> "RunMonitor":
         return self
@@ -505,10 +506,12 @@ class RunMonitor:
         return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.localizing or self._in_backward or self._attachment.closed or engine.is_compiling():
+            if self.localizing or self._in_backward or attachment.closed or engine.is_compiling():
                 return original(tensors, *args, **kwargs)
             self._pause_loss_ops()
             self._before_backward()
@@ -530,11 +533,13 @@ class RunMonitor:
         """A pass counts as scaled only when the scaler did scale: a disabled scaler (``enabled=False``,
         or one that disabled itself without CUDA) returns the loss unchanged, and its gradients are
         checked like any other."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
-            if result is not outputs and scaler.is_enabled() and not self._attachment.closed:
+            if result is not outputs and scaler.is_enabled() and not attachment.closed:
                 self.current.scaled = (result, scaler)
             return result
 
@@ -543,13 +548,15 @@ class RunMonitor:
     def _wrap_scaler_step(self, original: Callable) -> Callable:
         """A gradient scaler that found Inf/NaN gradients skips ``optimizer.step()``: that backward
         pass becomes a skipped step (scaled gradients overflow by design; not a finding)."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             before = self._optimizer_steps
             result = original(scaler, optimizer, *args, **kwargs)
             if self._optimizer_steps == before and self.step.passes and not self.localizing and \
-                    not self._attachment.closed:
+                    not attachment.closed:
                 if self.guard.pending:
                     clear_gradients(optimizer)
                 else:
@@ -563,10 +570,12 @@ class RunMonitor:
         """The script starts processes that run one of its functions (``torch.multiprocessing.spawn``):
         each runs the function under a monitor of its own (:mod:`gradscope.monitor.run_spawn`), and
         the report of their rank 0 becomes this run's."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def start_processes(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.localizing or self._attachment.closed or isinstance(fn, FollowedRank):
+            if self.localizing or attachment.closed or isinstance(fn, FollowedRank):
                 return original(fn, *args, **kwargs)
             count = args[1] if len(args) > 1 else kwargs.get("nprocs", 1)
             return original(self._spawned.follow(fn, count), *args, **kwargs)
@@ -577,11 +586,13 @@ class RunMonitor:
         """The script tears down its process group: every rank is here with the group still up,
         so the end-of-run parameter check runs now, collectively (tearing down another group than
         the default one changes nothing)."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def teardown(*args: Any, **kwargs: Any) -> Any:
             group = args[0] if args else kwargs.get("group")
-            if group is None and not self._attachment.closed and engine.process_group() is not None:
+            if group is None and not attachment.closed and engine.process_group() is not None:
                 self._check_parameters(engine)
             return original(*args, **kwargs)
 

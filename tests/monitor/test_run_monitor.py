@@ -229,7 +229,7 @@ def test_close_leaves_an_entry_point_that_someone_rewrapped_after_the_monitor():
         engine.backward = original
 
 
-def test_close_restores_the_originals_and_a_closed_monitor_cannot_attach_again():
+def test_close_restores_the_originals_and_the_monitor_can_attach_again():
     torch = pytest.importorskip("torch")
     from torch.amp import GradScaler
 
@@ -240,5 +240,38 @@ def test_close_restores_the_originals_and_a_closed_monitor_cannot_attach_again()
     assert (torch.autograd.backward, GradScaler.__dict__["scale"], GradScaler.__dict__["step"]) == before
     assert monitor.engines == []
     monitor.close()  # idempotent
-    with pytest.raises(RuntimeError, match="closed"):
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with monitor:
         monitor.attach(get_engine("torch"))
+        model(torch.ones(1, 2)).sum().backward()
+        optimizer.step()
+    assert len(monitor.history) == 1 and torch.autograd.backward is before[0]
+
+
+def test_a_wrapper_left_inside_someone_elses_stays_inert_when_the_monitor_attaches_again():
+    import gradscope as gs
+    from gradscope import nn
+    from gradscope.autograd import engine
+
+    original = engine.backward
+    model = nn.Linear(2, 1)
+    optimizer = gs.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        monitor = _monitor("gradscope")
+        ours = engine.backward
+
+        def theirs(*args, **kwargs):
+            return ours(*args, **kwargs)
+
+        engine.backward = theirs
+        monitor.close()  # ours stays inside theirs
+        monitor.attach(get_engine("gradscope"))  # a new wrapper, around theirs
+        with monitor:
+            assert engine.backward is not theirs
+            model(gs.ones(1, 2)).sum().backward()
+            assert len(monitor.step.passes) == 1  # one pass seen once, by the new wrapper only
+            optimizer.step()
+        assert engine.backward is theirs and len(monitor.history) == 1
+    finally:
+        engine.backward = original
