@@ -296,8 +296,10 @@ class RunMonitor:
         # the step being built and, within it, the backward pass being prepared (fresh ones in
         # _record_step and _end_backward_pass, the only places that reset them)
         self.step = StepState()
-        self.current = BackwardPass()
-        self._last_pass: BackwardStats | None = None  # (kept across steps: a second optimizer's step after it)
+        self.backward_pass = BackwardPass()
+        # the numbers of the last backward pass, kept across steps: an optimizer step that follows no
+        # backward pass of its own (a second optimizer on the same gradients) is recorded with them
+        self._last_pass: BackwardStats | None = None
         self._optimizer_steps = 0
         self._last_optimizer: Any = None
         self._in_backward = False
@@ -389,13 +391,13 @@ class RunMonitor:
         # in the first pass) are dropped, and their gradient hooks with them: left in place, they
         # would keep every inner module's output gradient until the graph is freed.
         kept = []
-        for call in self.current.calls:
+        for call in self.backward_pass.calls:
             if models.root_of(call.module) is not None:
                 kept.append(call)
             else:
                 call.release()
-        self.current.calls = kept
-        for call in self.current.calls:
+        self.backward_pass.calls = kept
+        for call in self.backward_pass.calls:
             call.name = models.root_of(call.module).prefix
 
     def module_name(self, module: Any) -> str | None:
@@ -467,7 +469,7 @@ class RunMonitor:
                         forward=forward, call_site=_user_call_site())
         for index, tensor in enumerate(outputs):
             call.handles.append(tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index)))
-        self.current.calls.append(call)
+        self.backward_pass.calls.append(call)
         if not engine.is_compiled_module(module):
             self._record_loss_ops(engine)
 
@@ -502,7 +504,7 @@ class RunMonitor:
                         masked = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
                     elif allowance.allows(name):
                         summary = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
-                self.current.activations.append((key, summary, masked))
+                self.backward_pass.activations.append((key, summary, masked))
         return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
@@ -540,7 +542,7 @@ class RunMonitor:
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
             if result is not outputs and scaler.is_enabled() and not attachment.closed:
-                self.current.scaled = (result, scaler)
+                self.backward_pass.scaled = (result, scaler)
             return result
 
         return scale
@@ -602,9 +604,9 @@ class RunMonitor:
         """Node post-hooks on the loss computation between the loss and the model's outputs (at
         most :data:`LOSS_GRAPH_NODES` nodes) that keep what they see, so that a gradient the loss
         computation makes non-finite can be named."""
-        boundary = {id(t.grad_fn) for call in self.current.calls for t in call.outputs}
+        boundary = {id(t.grad_fn) for call in self.backward_pass.calls for t in call.outputs}
         handles: list[Any] = []
-        seen = self.current.loss_nodes
+        seen = self.backward_pass.loss_nodes
         stack = [loss.grad_fn] if loss.grad_fn is not None else []
         while stack and len(seen) < LOSS_GRAPH_NODES:
             node = stack.pop()
@@ -613,7 +615,7 @@ class RunMonitor:
             seen.add(id(node))
             if node.name() == ACCUMULATE_NODE:
                 continue
-            handles.append(node.register_hook(functools.partial(_keep_event, self.current.loss_events, node)))
+            handles.append(node.register_hook(functools.partial(_keep_event, self.backward_pass.loss_events, node)))
             stack.extend(fn for fn, _ in node.next_functions if fn is not None)
         return handles
 
@@ -627,7 +629,7 @@ class RunMonitor:
     def _after_backward(self, engine: Engine, loss: Any) -> None:
         self._models.refresh_parameters()
         grads = [p.grad for _, p in self._models.parameters]
-        current = self.current
+        current = self.backward_pass
         outputs = [t for call in current.calls for t in call.outputs] if self.options.stops else []
         inner = [masked if masked is not None and self.inf_allowance.allows(self._models.names.get(module)) else summary
                  for module, summary, masked in current.activations if module in self._models.names]
@@ -672,7 +674,7 @@ class RunMonitor:
 
     def _end_backward_pass(self) -> None:
         """The pass's numbers are read: what was kept for it goes (the next pass starts afresh)."""
-        self.current = BackwardPass()
+        self.backward_pass = BackwardPass()
         if self._loss_ops is not None:
             self._loss_ops.clear()
 
@@ -685,9 +687,9 @@ class RunMonitor:
             return []
         records = [(output, node, frame, getattr(operation, "__name__", None) or str(operation), inputs)
                    for output, node, frame, operation, inputs in self._loss_ops.records]
-        if not self.current.loss_nodes:
+        if not self.backward_pass.loss_nodes:
             return [record[:4] for record in records]
-        kept, consumed, nodes = [], set(), self.current.loss_nodes
+        kept, consumed, nodes = [], set(), self.backward_pass.loss_nodes
         for output, node, frame, operation, (args, kwargs) in reversed(records):
             if (node is not None and id(node) in nodes) or (node is None and id(output) in consumed):
                 kept.append((output, node, frame, operation))
@@ -730,7 +732,7 @@ class RunMonitor:
             self.notes.append(note)
             print(f"gradscope: {note}", file=sys.stderr, flush=True)  # (this rank's report may not be the one shown)
             return
-        calls = [call for call in self.current.calls if call.engine is engine and any(
+        calls = [call for call in self.backward_pass.calls if call.engine is engine and any(
             grad is not None for grad in call.grad_outputs)]
         if not calls:
             self.notes.append("the failing step has no model call whose backward pass can be re-run: the debugger "

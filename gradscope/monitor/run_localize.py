@@ -41,7 +41,7 @@ def localize_from_kept_calls(monitor: "RunMonitor", engine: Engine, loss: Any, s
                              step: int) -> NonFiniteOrigin:
     """The origin of the first non-finite value of this backward pass, found by re-running the
     model calls the monitor kept of it (see the module docstring)."""
-    calls = [call for call in monitor.current.calls if call.engine is engine]
+    calls = [call for call in monitor.backward_pass.calls if call.engine is engine]
     monitor.localizing = True
     rng = engine.get_rng_state()
     try:
@@ -53,7 +53,7 @@ def localize_from_kept_calls(monitor: "RunMonitor", engine: Engine, loss: Any, s
         monitor.localizing = False
     if origin is not None:
         return origin
-    if monitor.current.activation_nonfinite:
+    if monitor.backward_pass.activation_nonfinite:
         kinds = {"nan" if math.isnan(value) else "inf" for value in stats.output_squares
                  if value is not None and not math.isfinite(value)}
         kind = "nan" if "nan" in kinds or not kinds else "inf"
@@ -103,7 +103,7 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                                                      f"{_bad_inputs(engine, call)}")
     for call in calls:
         returned = _first_kind(engine, call.outputs)
-        if returned is None and not monitor.current.activation_nonfinite:
+        if returned is None and not monitor.backward_pass.activation_nonfinite:
             continue
         trace = ForwardNonFiniteTracer(engine.local_module(call.module), engine=engine, follow=_follow,
                                        module_name=monitor.module_name, module_outputs_at_lines=True,
@@ -194,7 +194,7 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
             continue
         kind = _first_kind(engine, [grad for _, grad in present])
         if kind is not None:
-            node, kind = _first_bad_node(engine, monitor.current.loss_events, kind)
+            node, kind = _first_bad_node(engine, monitor.backward_pass.loss_events, kind)
             frames = [frame for _, made, frame, _ in monitor.loss_operations() if made is node and frame is not None]
             source = relative_source(*frames[0]) if frames else None
             return NonFiniteOrigin(step=step, phase="backward", module=None,

@@ -90,11 +90,6 @@ class BackwardPass:
     loss_events: list[tuple[Any, tuple, tuple]] = field(default_factory=list)
     scaled: tuple[Any, Any] | None = None
 
-    def release(self) -> None:
-        """Forget the pass: the calls' gradient hooks are removed and nothing they kept stays alive."""
-        for call in self.calls:
-            call.release()
-
 
 @dataclass
 class BackwardStats:
