@@ -179,21 +179,21 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     stopped = False
     interrupt: KeyboardInterrupt | None = None
     try:
-        monitor.attach(get_engine("gradscope"))
-        with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), monitor.reducer.deferred_signals(), \
-                follower:
-            try:
-                with output_below(status), quiet_numpy():
-                    result = (run_module if module else run_script)(script, args)
-                monitor.finish()
-            except StopRun:
-                stopped = True
-            except ScriptError as exc:
-                error = exc
-            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (the script's own too: Python exits 130 then)
-                interrupt = exc
+        with monitor:
+            monitor.attach(get_engine("gradscope"))
+            with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), \
+                    monitor.reducer.deferred_signals(), follower:
+                try:
+                    with output_below(status), quiet_numpy():
+                        result = (run_module if module else run_script)(script, args)
+                    monitor.finish()
+                except StopRun:
+                    stopped = True
+                except ScriptError as exc:
+                    error = exc
+                except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (the script's own too: Python exits 130 then)
+                    interrupt = exc
     finally:
-        monitor.close()
         monitor.reducer.release()
         if status is not None:
             status.hide()

@@ -22,7 +22,7 @@ _EXPORTS = {
     "GradientMonitor": "monitors", "ForwardNonFiniteTracer": "monitors", "BackwardNonFiniteTracer": "monitors",
     "ModuleGradientClipper": "clip", "clip_model": "clip",
     "inspect_model": "inspect",
-    "Watcher": "watch", "WatchOptions": "watch", "replay": "watch", "localize": "watch",
+    "Watcher": "watch", "WatchOptions": "watch", "replay": "watch", "localize_from_snapshot": "watch",
     "CheckOptions": "check", "check_model": "check",
     "Thresholds": "analysis", "gradient_findings": "analysis",
     "Snapshot": "snapshot", "BundleError": "snapshot",

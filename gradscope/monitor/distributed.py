@@ -17,9 +17,10 @@ Everything a rank decides afterwards (stop or go on, which rank is the origin) i
 that reduced vector, which is identical on every rank, so every rank decides the same way at the
 same step: no rank is left waiting in a collective. A Ctrl-C or SIGTERM is deferred to the next
 step boundary for the same reason (with a short watchdog for a script that is not stepping).
-Only when the job stops at a non-finite value does a second collective run: each rank localises
-its own first non-finite value (re-running its model locally when that starts no collective) and
-the ranks' findings are gathered to pick the origin.
+Only when a watched non-finite value stops the job (or, with ``--on-nonfinite skip``, has a step
+skipped) does a second collective run: each rank localises its own first non-finite value
+(re-running its model locally when that starts no collective) and the ranks' findings are
+gathered to pick the origin (``origin_across_ranks``).
 """
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ class StepReducer:
     world_size = 1
 
     def combine(self, engine: Engine, parameters: Sequence[tuple[str, Any]], stats: Any) -> Any:
-        """The step's numbers combined over all ranks (``_BackwardStats`` in, the same kind out)."""
+        """The step's numbers combined over all ranks (a
+        :class:`~gradscope.monitor.run_step.BackwardStats` in, the same kind out)."""
         return stats
 
     def combine_squares(self, engine: Engine, parameters: Sequence[tuple[str, Any]],
@@ -64,11 +66,14 @@ class StepReducer:
         """Per-parameter squared norms combined over all ranks (for ``--clip``'s after-norms)."""
         return squares
 
-    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
-        """Where the first non-finite value of this backward pass started."""
-        from gradscope.monitor.run_localize import localize
+    def origin_across_ranks(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any,
+                            step: int) -> NonFiniteOrigin:
+        """Where the first non-finite value of this backward pass started: which processes re-run
+        their kept model calls to localise it, and which of their findings is the origin (one
+        process: this one re-runs, and its finding is the origin; see :mod:`gradscope.monitor.localize`)."""
+        from gradscope.monitor.run_localize import localize_from_kept_calls
 
-        return localize(monitor, engine, loss, stats, step)
+        return localize_from_kept_calls(monitor, engine, loss, stats, step)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
                          options: Any, gradient_norms: dict[str, float | None] | None = None
@@ -120,8 +125,9 @@ class DistributedReducer(StepReducer):
     """Combine each step over the ranks of the script's default process group (see the module docstring).
 
     Args:
-        rank: the rank ``torchrun`` gave this process.
-        world_size: how many processes it started.
+        rank: this process's rank in the default process group (the one ``torchrun`` gave it, or
+            the group's for a process that the script started itself).
+        world_size: how many ranks the group has.
     """
 
     def __init__(self, rank: int, world_size: int) -> None:
@@ -201,11 +207,19 @@ class DistributedReducer(StepReducer):
                 for value, combined, shard in zip(squares, reduced, sharded)]
 
     # ------------------------------------------------------------------ the origin
-    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
+    def origin_across_ranks(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any,
+                            step: int) -> NonFiniteOrigin:
+        """Collective (every rank reaches it: the stop was decided from the reduced vector). Each rank
+        whose own numbers hold a non-finite value localises it: by re-running its kept calls when
+        the model can run on that rank alone (an FSDP2-sharded model is gathered on every rank
+        first), else from its numbers. The findings are gathered and the origin is the one of the
+        earliest phase, then one that names a node, then the lowest rank. When no rank's own
+        numbers hold one, only their sum over the ranks overflowed, and the origin says so.
+        Without a process group, the one-process answer."""
         group = self._group(engine)
         local = self._local if self._local is not None else stats
         if group is None:
-            return super().localize(monitor, engine, loss, local, step)
+            return super().origin_across_ranks(monitor, engine, loss, local, step)
         phase = self._phases[self.rank][0] if self._phases else PHASE_NONE
         origin: NonFiniteOrigin | None = None
         sharded = any(self._sharded_mask(group, monitor.parameters))
@@ -221,7 +235,7 @@ class DistributedReducer(StepReducer):
         else:
             with group.unsharded(monitor.models) if sharded else contextlib.nullcontext():
                 if phase != PHASE_NONE:
-                    origin = super().localize(monitor, engine, loss, local, step)
+                    origin = super().origin_across_ranks(monitor, engine, loss, local, step)
         found = group.gather_objects(origin)
         self.collectives += 1
         candidates = [(self._phases[r][0] if self._phases else PHASE_NONE, candidate.node is None, r, candidate)
@@ -341,8 +355,9 @@ class JoiningReducer(StepReducer):
                         squares: list[float | None]) -> list[float | None]:
         return self._current(engine).combine_squares(engine, parameters, squares)
 
-    def localize(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
-        return self._current(engine).localize(monitor, engine, loss, stats, step)
+    def origin_across_ranks(self, monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any,
+                            step: int) -> NonFiniteOrigin:
+        return self._current(engine).origin_across_ranks(monitor, engine, loss, stats, step)
 
     def parameter_origin(self, engine: Engine, parameters: list[tuple[str, Any]], optimizer: Any, step: int,
                          options: Any, gradient_norms: dict[str, float | None] | None = None

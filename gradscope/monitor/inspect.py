@@ -65,7 +65,7 @@ def inspect_model(workload: Workload, step: int = 0, thresholds: Thresholds = Th
 
 class _NoUpdate:
     """The optimizer of a pass that updates nothing (``inspect``): what a snapshot and
-    :func:`~gradscope.monitor.watch.localize` ask of an optimizer, doing nothing."""
+    :func:`~gradscope.monitor.watch.localize_from_snapshot` ask of an optimizer, doing nothing."""
 
     def state_dict(self) -> dict:
         return {}
@@ -91,9 +91,9 @@ def locate_nonfinite(workload: Workload, snapshot: Snapshot, optimizer: Any,
         The findings (one ``nonfinite`` finding in place of the first one, the others left out)
         and the origin, or None when the re-run did not find one.
     """
-    from gradscope.monitor.watch import localize
+    from gradscope.monitor.watch import localize_from_snapshot
 
-    origin = localize(workload, snapshot, optimizer)
+    origin = localize_from_snapshot(workload, snapshot, optimizer)
     return one_nonfinite_finding(findings, origin, snapshot.step), origin
 
 

@@ -1,17 +1,20 @@
 """``gradscope run``: monitor an unmodified training script through global hooks, on either engine.
 
 :class:`RunMonitor` attaches to an engine through its adapter (global module forward hooks,
-global optimizer step hooks, and a wrapper around the engine's ``autograd.backward`` entry point)
-and turns what the script does into one :class:`StepRecord` per ``optimizer.step()`` (per
-``backward()`` call when the script has no optimizer).
+global optimizer step hooks, and wrappers around the engine's backward entry points, a gradient
+scaler's ``scale`` and ``step``, and the functions that start processes or tear down a process
+group) and turns what the script does into one :class:`StepRecord` per ``optimizer.step()`` (per
+``backward()`` call when the script has no optimizer). What a step is made of, and the state of
+the one being built, is :mod:`gradscope.monitor.run_step`'s.
 
 Cheap by default: per backward pass, one batched computation of the squared norms of every
-parameter gradient (plus, with ``--nan``/``--inf``, of the model's outputs and of every other
-module output that takes part in the backward pass) and the loss, read with a single host
-synchronisation. Those numbers are a vector (one entry per parameter, model output and module
-output, in a fixed order) whose non-finite entries are the flags. Only when
-one is non-finite does :mod:`gradscope.monitor.run_localize` re-run the model's forward (and
-backward) on the saved inputs, with the random generators restored, under full instrumentation.
+parameter gradient and of every parameter (plus, with ``--nan``/``--inf``, of the model's outputs
+and of every other module output that takes part in the backward pass) and the loss, read with a
+single host synchronisation. Those numbers are a vector (one entry per parameter gradient, model
+output, module output and parameter, in a fixed order) whose non-finite entries are the flags.
+Only when ``--nan``/``--inf`` watches one that is non-finite does
+:mod:`gradscope.monitor.run_localize` re-run the model's forward (and backward) on the saved
+inputs, with the random generators restored, under full instrumentation.
 
 The model is the outermost module(s) with trainable parameters that the script calls; module and
 parameter names are paths in it.
@@ -19,12 +22,8 @@ parameter names are paths in it.
 from __future__ import annotations
 
 import functools
-import math
-import os
-import shutil
 import sys
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from gradscope._tool.frames import passes_call_through as _passes_through
@@ -37,6 +36,9 @@ from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OV
 from gradscope.monitor.analysis import Thresholds
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.run_health import ParameterChanges, run_findings
+from gradscope.monitor.run_spawn import FollowedRank, SpawnedRanks
+from gradscope.monitor.run_step import BackwardPass, BackwardStats, RootCall, StepState, all_finite, \
+    nonfinite_place, square_sum, step_loss, value_kind, verdict_values
 from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
 from gradscope.monitor.tracing import is_user_file, join_path
@@ -98,45 +100,6 @@ class RunOptions:
         return self.nan or self.inf
 
 
-@dataclass
-class RootCall:
-    """One call of a model (root) module in the current step, kept for localisation.
-
-    Attributes:
-        engine: the module's engine.
-        module: the root module.
-        name: its name prefix ("" for a single model).
-        args, kwargs: what it was called with.
-        rng: the engine's random generator state just before the call.
-        outputs: the tensors it returned.
-        grad_outputs: the gradients that reached ``outputs`` (filled during backward).
-        forward: the ``forward`` the module's instance held when it was called (a wrapper that
-            redirects the call, such as Lightning's DDP forward redirection to ``training_step``),
-            None when it used its class's own: the re-run calls the same.
-        call_site: ``(file, line)`` of the user's code that called the model, or None.
-    """
-
-    engine: Engine
-    module: Any
-    name: str
-    args: tuple
-    kwargs: dict
-    rng: Any
-    outputs: list
-    grad_outputs: list = field(default_factory=list)
-    forward: Any = None
-    call_site: tuple[str, int] | None = None
-    handles: list = field(default_factory=list)  # the hooks that fill grad_outputs
-
-    def release(self) -> None:
-        """Forget the call: its gradient hooks are removed and nothing it kept stays alive."""
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
-        self.grad_outputs.clear()
-        self.outputs.clear()
-
-
 @dataclass(frozen=True)
 class FailingStep:
     """The model call of the step a run stopped at, ready to run again (``run --debug-on-failure``).
@@ -168,6 +131,39 @@ def _rerun_surrogate(engine: Engine, call: RootCall) -> Any:
     return total
 
 
+class _Attachment:
+    """What attaches a monitor, from :meth:`RunMonitor.attach` to :meth:`RunMonitor.close`: the
+    engines, the hook handles, and the attributes replaced by its wrappers (an engine's backward
+    entry points, a gradient scaler's ``scale`` and ``step``, the process start and group teardown
+    functions) with their originals. Each wrapper belongs to the attachment it was installed
+    under and passes its calls straight on once that one is :attr:`closed`."""
+
+    def __init__(self) -> None:
+        self.engines: list[Engine] = []
+        self.handles: list[Any] = []
+        self.originals: dict[str, Callable] = {}  # the first backward entry point of each engine
+        self.closed = False
+        self._replaced: list[tuple[Any, str, Any, Any]] = []  # (owner, attribute, original, wrapper)
+
+    def replace(self, owner: Any, attribute: str, original: Any, wrapper: Any) -> None:
+        """Set ``owner.attribute`` to ``wrapper`` (``original`` is what it held)."""
+        self._replaced.append((owner, attribute, original, wrapper))
+        setattr(owner, attribute, wrapper)
+
+    def detach(self) -> None:
+        """Remove the hooks; put each original back where the attribute still holds our wrapper
+        (where someone replaced it after us, theirs stays); then :attr:`closed`."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+        for owner, attribute, original, wrapper in reversed(self._replaced):
+            if vars(owner).get(attribute) is wrapper:
+                setattr(owner, attribute, original)
+        self._replaced.clear()
+        self.engines.clear()
+        self.closed = True
+
+
 @dataclass
 class _Root:
     engine: Engine
@@ -175,18 +171,73 @@ class _Root:
     prefix: str
 
 
-@dataclass
-class _BackwardStats:
-    """Host numbers of one backward pass (``scaled``: a gradient scaler scaled its loss, so its
-    gradients may overflow by design and only the loss and outputs count)."""
+class _Models:
+    """The model(s) the script trains, found from its calls, and the names inside them.
 
-    loss: float | None
-    squares: list[float | None]
-    output_squares: list[float | None]
-    scaled: bool = False
-    ranks: tuple[tuple[float | None, float], ...] = ()  # distributed: (loss, gradient square) per rank
-    scale: float | None = None
-    parameter_squares: list[float | None] = field(default_factory=list)  # this rank's, before the update
+    A model is the outermost module with trainable parameters that the script calls; module and
+    parameter names are paths in it (with several models, each path starts with the script's
+    variable for its model, else with its class name).
+
+    Args:
+        main_globals: the script's globals, used to name several models by their variables.
+    """
+
+    def __init__(self, main_globals: Callable[[], dict] | None) -> None:
+        self.main_globals = main_globals
+        self.roots: list[_Root] = []
+        self.names: dict[int, str] = {}  # id(module) -> its path, for every module of every model
+        self.ignored: set[int] = set()  # modules called outside every model that have no trainable parameter
+        self.parameters: list[tuple[str, Any]] = []  # (path, parameter) of every trainable parameter
+        self.parameter_modules: list[str] = []  # the module path of each of those parameters
+        self._slots: list[tuple[Any, str]] = []  # (owning module, attribute) of each of those parameters
+
+    def root_of(self, module: Any) -> _Root | None:
+        """The model that ``module`` is, or None (an inner module, or one outside every model)."""
+        for root in self.roots:
+            if root.module is module:
+                return root
+        return None
+
+    def adopt(self, engine: Engine, module: Any) -> bool:
+        """A module outside every known model was called: it becomes a model if it has trainable
+        parameters (returns True then); known models inside it are absorbed into it."""
+        if not any(p.requires_grad for p in module.parameters()):
+            self.ignored.add(id(module))
+            return False
+        inside = {id(m) for m in module.modules()}
+        self.roots = [root for root in self.roots if id(root.module) not in inside]
+        self.roots.append(_Root(engine, module, ""))
+        self._rename()
+        return True
+
+    def _rename(self) -> None:
+        prefixes = _root_prefixes([root.module for root in self.roots], self.main_globals)
+        self.names.clear()
+        self.parameters.clear()
+        self._slots.clear()
+        for root, prefix in zip(self.roots, prefixes):
+            root.prefix = prefix
+            self.names[id(root.module)] = prefix
+            inner = root.engine.uncompiled(root.module)
+            modules = dict(inner.named_modules())
+            for name, module in modules.items():
+                self.names.setdefault(id(module), join_path(prefix, name))
+            for name, p in inner.named_parameters():
+                if p.requires_grad:
+                    owner, _, attribute = name.rpartition(".")
+                    self.parameters.append((join_path(prefix, name), p))
+                    self._slots.append((modules[owner], attribute))
+        self.parameter_modules = [module_of(name) for name, _ in self.parameters]
+
+    def refresh_parameters(self) -> None:
+        """Take the parameter objects the modules hold now. FSDP2 swaps a module's parameters
+        between the sharded ones (between steps) and gathered ones (during forward, and for the
+        root until backward ends): a model adopted inside a forward pass would otherwise keep the
+        gathered ones, whose storage FSDP frees."""
+        for index, (owner, attribute) in enumerate(self._slots):
+            current = getattr(owner, attribute, None)
+            if current is not None and current is not self.parameters[index][1]:
+                self.parameters[index] = (self.parameters[index][0], current)
 
 
 class RunMonitor:
@@ -200,16 +251,19 @@ class RunMonitor:
         on_failure: ``on_failure(step)`` with the :class:`FailingStep` when the run stops at a
             non-finite value (``run --debug-on-failure`` opens the debugger on it).
 
+    A context manager, like the monitors of :mod:`gradscope.monitor.monitors`: leaving the
+    ``with`` block calls :meth:`close`. It attaches to each engine through :meth:`attach`, which
+    may come later than the ``with`` (``gradscope run`` attaches to torch when the script imports
+    it). The history and the report stay readable after the block.
+
     Example::
 
-        monitor = RunMonitor(RunOptions(nan=True))
-        monitor.attach(get_engine("gradscope"))
-        try:
-            run_script("train.py")
-        except StopRun:
-            pass
-        finally:
-            monitor.close()
+        with RunMonitor(RunOptions(nan=True)) as monitor:
+            monitor.attach(get_engine("gradscope"))
+            try:
+                run_script("train.py")
+            except StopRun:
+                pass
         report = monitor.report("train.py")
     """
 
@@ -220,172 +274,125 @@ class RunMonitor:
         self.on_failure = on_failure
         self.reducer = reducer or StepReducer()
         self.on_step = on_step
-        self.main_globals = main_globals
         self.history: list[StepRecord] = []
         self.origin: NonFiniteOrigin | None = None
         self.saw_nonfinite = False
         self.notes: list[str] = []
-        self._engines: list[Engine] = []
-        self._handles: list[Any] = []
-        self._patches: list[tuple[Any, str, Any]] = []
-        self._originals: dict[str, Callable] = {}
-        self._roots: list[_Root] = []
-        self._names: dict[int, str] = {}
-        self._ignored: set[int] = set()
-        self._parameters: list[tuple[str, Any]] = []
-        self._parameter_slots: list[tuple[Any, str]] = []
-        self._parameter_modules: list[str] = []
+        self._attachment = _Attachment()
+        self._models = _Models(main_globals)
         # per module, a stack of (random state, instance-level forward) before each call still running
         self._before_call: dict[int, list[tuple[Any, Any]]] = {}
         self._loss_ops: Any = None
-        self.loss_nodes: set[int] = set()
-        self.root_calls: list[RootCall] = []
-        # (module key, engine.activation_summary(output), the summary with -inf counted as finite
-        # when --allow-inf may apply to a module not named yet, else None) of each module output
-        self._activations: list[tuple[int, Any, Any]] = []
-        self.activation_nonfinite = False
-        self._pending: list[_BackwardStats] = []
-        self._last: _BackwardStats | None = None
+        # the step being built and, within it, the backward pass being prepared (fresh ones in
+        # _record_step and _end_backward_pass, the only places that reset them)
+        self.step = StepState()
+        self.backward_pass = BackwardPass()
+        # the numbers of the last backward pass, kept across steps: an optimizer step that follows no
+        # backward pass of its own (a second optimizer on the same gradients) is recorded with them
+        self._last_pass: BackwardStats | None = None
         self._optimizer_steps = 0
         self._last_optimizer: Any = None
         self._in_backward = False
-        self._in_step = False
-        self._closure_step = False
-        self._clipped: tuple[float, list[float | None]] | None = None
         self.localizing = False
         self._compiled_noted: set[int] = set()
-        self._scaled: tuple[Any, Any] | None = None
         self._parameters_checked: set[str] = set()
-        self.loss_events: list[tuple[Any, tuple, tuple]] = []
         self.guard = StepGuard(options.on_nonfinite == "skip", options.max_skips)
         self.stopped: str | None = None
         self.spike_tracker = SpikeTracker(options.on_spike)
         self.inf_allowance = InfAllowance(options.allow_inf)
         self.parameter_changes = ParameterChanges()
         self._optimizers: dict[int, Any] = {}
-        self._spikes_judged = False
-        self._spawned: list[tuple[str, int, str]] = []
-        self._spawn_directory: str | None = None
-        self._spawn_reports: list[RunReport | None] = []
+        self._spawned = SpawnedRanks(options)
 
     # ------------------------------------------------------------------ attaching
     def attach(self, engine: Engine) -> None:
-        """Register the global hooks of ``engine`` and wrap its backward entry points."""
-        if engine in self._engines:
+        """Register the global hooks of ``engine`` and wrap its backward entry points (once per
+        engine until :meth:`close`)."""
+        attachment = self._attachment
+        if engine in attachment.engines:
             return
         if self not in ATTACHED:
             ATTACHED.append(self)
-        self._engines.append(engine)
+        attachment.engines.append(engine)
         if self.options.stops:
-            self._handles.append(engine.register_module_forward_pre_hook(
+            attachment.handles.append(engine.register_module_forward_pre_hook(
                 functools.partial(self._on_forward_pre, engine)))
-        self._handles.append(engine.register_module_forward_hook(
+        attachment.handles.append(engine.register_module_forward_hook(
             functools.partial(self._on_forward, engine), with_kwargs=True))
-        self._handles.append(engine.register_optimizer_step_pre_hook(
+        attachment.handles.append(engine.register_optimizer_step_pre_hook(
             functools.partial(self._on_step_pre, engine)))
-        self._handles.append(engine.register_optimizer_step_post_hook(
+        attachment.handles.append(engine.register_optimizer_step_post_hook(
             functools.partial(self._on_step_post, engine)))
         for owner, attribute in engine.backward_entry_points():
             original = getattr(owner, attribute)
-            self._originals.setdefault(engine.name, original)
-            self._patches.append((owner, attribute, original))
-            setattr(owner, attribute, self._wrap_backward(engine, original))
+            attachment.originals.setdefault(engine.name, original)
+            attachment.replace(owner, attribute, original, self._wrap_backward(engine, original))
         for owner, attribute in engine.group_teardown_entry_points():
             original = getattr(owner, attribute)
-            self._patches.append((owner, attribute, original))
-            setattr(owner, attribute, self._wrap_teardown(engine, original))
+            attachment.replace(owner, attribute, original, self._wrap_teardown(engine, original))
         for owner, attribute in engine.process_start_entry_points():
             original = getattr(owner, attribute)
-            self._patches.append((owner, attribute, original))
-            setattr(owner, attribute, self._wrap_process_start(original))
+            attachment.replace(owner, attribute, original, self._wrap_process_start(original))
         scaler = engine.gradient_scaler_class()
         if scaler is not None:
             for attribute, wrap in (("scale", self._wrap_scale), ("step", self._wrap_scaler_step)):
                 original = scaler.__dict__[attribute]
-                self._patches.append((scaler, attribute, original))
-                setattr(scaler, attribute, wrap(original))
+                attachment.replace(scaler, attribute, original, wrap(original))
 
     def close(self) -> None:
-        """Remove every hook and restore the wrapped entry points (idempotent)."""
+        """Remove every hook and put back the wrapped entry points (idempotent).
+
+        An entry point is put back only where it still holds this monitor's wrapper: one that the
+        script or another library replaced after the monitor attached keeps their replacement,
+        and the monitor's wrapper, still reachable through it, passes every call straight on (also
+        after the monitor is attached again: the next :meth:`attach` installs new wrappers).
+        """
         if self in ATTACHED:
             ATTACHED.remove(self)
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
         if self._loss_ops is not None:
             self._loss_ops.stop()
             self._loss_ops = None
-        for owner, attribute, original in reversed(self._patches):
-            setattr(owner, attribute, original)
-        self._patches.clear()
-        self._engines.clear()
+        self._attachment.detach()
+        self._attachment = _Attachment()
+
+    def __enter__(self) -> "RunMonitor":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    @property
+    def engines(self) -> list[Engine]:
+        """The engines the monitor is attached to (none once closed)."""
+        return self._attachment.engines
 
     def original_backward(self, engine: Engine) -> Callable:
         """The engine's unwrapped ``autograd.backward``."""
-        return self._originals[engine.name]
+        return self._attachment.originals[engine.name]
 
     # ------------------------------------------------------------------ the model
-    def _root_of(self, module: Any) -> _Root | None:
-        for root in self._roots:
-            if root.module is module:
-                return root
-        return None
-
     def _adopt(self, engine: Engine, module: Any) -> None:
         """A module outside every known model was called: it becomes a model if it has trainable
-        parameters; known models inside it are absorbed into it."""
-        if not any(p.requires_grad for p in module.parameters()):
-            self._ignored.add(id(module))
+        parameters (see :meth:`_Models.adopt`)."""
+        models = self._models
+        if not models.adopt(engine, module):
             return
-        inside = {id(m) for m in module.modules()}
-        self._roots = [root for root in self._roots if id(root.module) not in inside]
-        self._roots.append(_Root(engine, module, ""))
-        self._rename()
         # Calls of the models absorbed now (modules called before their parent's forward ended,
         # in the first pass) are dropped, and their gradient hooks with them: left in place, they
         # would keep every inner module's output gradient until the graph is freed.
         kept = []
-        for call in self.root_calls:
-            if self._root_of(call.module) is not None:
+        for call in self.backward_pass.calls:
+            if models.root_of(call.module) is not None:
                 kept.append(call)
             else:
                 call.release()
-        self.root_calls = kept
-        for call in self.root_calls:
-            call.name = self._root_of(call.module).prefix
-
-    def _rename(self) -> None:
-        prefixes = _root_prefixes([root.module for root in self._roots], self.main_globals)
-        self._names.clear()
-        self._parameters.clear()
-        self._parameter_slots.clear()
-        for root, prefix in zip(self._roots, prefixes):
-            root.prefix = prefix
-            self._names[id(root.module)] = prefix
-            inner = root.engine.uncompiled(root.module)
-            modules = dict(inner.named_modules())
-            for name, module in modules.items():
-                self._names.setdefault(id(module), join_path(prefix, name))
-            for name, p in inner.named_parameters():
-                if p.requires_grad:
-                    owner, _, attribute = name.rpartition(".")
-                    self._parameters.append((join_path(prefix, name), p))
-                    self._parameter_slots.append((modules[owner], attribute))
-        self._parameter_modules = [module_of(name) for name, _ in self._parameters]
-
-    def _refresh_parameters(self) -> None:
-        """Take the parameter objects the modules hold now. FSDP2 swaps a module's parameters
-        between the sharded ones (between steps) and gathered ones (during forward, and for the
-        root until backward ends): a model adopted inside a forward pass would otherwise keep the
-        gathered ones, whose storage FSDP frees."""
-        for index, (owner, attribute) in enumerate(self._parameter_slots):
-            current = getattr(owner, attribute, None)
-            if current is not None and current is not self._parameters[index][1]:
-                self._parameters[index] = (self._parameters[index][0], current)
+        self.backward_pass.calls = kept
+        for call in self.backward_pass.calls:
+            call.name = models.root_of(call.module).prefix
 
     def module_name(self, module: Any) -> str | None:
         """The module's path in the model, or None for modules outside it."""
-        return self._names.get(id(module))
+        return self._models.names.get(id(module))
 
     @property
     def optimizer_steps(self) -> int:
@@ -400,12 +407,12 @@ class RunMonitor:
     @property
     def models(self) -> list[Any]:
         """The model (root) modules, in the order the script first called them."""
-        return [root.module for root in self._roots]
+        return [root.module for root in self._models.roots]
 
     @property
     def parameters(self) -> list[tuple[str, Any]]:
         """``(name, parameter)`` of every trainable parameter of the model, in model order."""
-        return self._parameters
+        return self._models.parameters
 
     # ------------------------------------------------------------------ hooks
     def _skip(self, engine: Engine) -> bool:
@@ -414,10 +421,10 @@ class RunMonitor:
     def _on_forward_pre(self, engine: Engine, module: Any, args: tuple) -> None:
         if self._skip(engine):
             return
-        key = id(module)
-        if key in self._ignored or (key in self._names and self._root_of(module) is None):
+        key, models = id(module), self._models
+        if key in models.ignored or (key in models.names and models.root_of(module) is None):
             return
-        if key not in self._names and not any(p.requires_grad for p in module.parameters()):
+        if key not in models.names and not any(p.requires_grad for p in module.parameters()):
             return  # a parameter-free module (a loss module): never a model, part of the loss computation
         self._pause_loss_ops()
         # what the call will run: an instance-level forward set just for this call (a redirection)
@@ -427,24 +434,24 @@ class RunMonitor:
     def _on_forward(self, engine: Engine, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         if self._skip(engine):
             return
-        key = id(module)
+        key, models = id(module), self._models
         before = self._before_call.get(key)
         rng, forward = before.pop() if before else (None, None)
-        if key not in self._names:
-            if key in self._ignored:
+        if key not in models.names:
+            if key in models.ignored:
                 return
             self._adopt(engine, module)
-            if key not in self._names:
+            if key not in models.names:
                 if self.options.stops:  # the first pass: a model adopted later in it may hold this module
                     self._keep_activations(engine, key, output, root=False)
                 return
         if engine.is_compiled_module(module) and key not in self._compiled_noted:
             self._compiled_noted.add(key)
-            self.notes.append(f"module {_label(self._names[key])} is compiled (torch.compile): the modules "
+            self.notes.append(f"module {_label(models.names[key])} is compiled (torch.compile): the modules "
                               "inside it are not observed")
         if not self.options.stops:
             return
-        root = self._root_of(module)
+        root = models.root_of(module)
         outputs = self._keep_activations(engine, key, output, root=root is not None)
         if root is None or not outputs:
             return
@@ -452,7 +459,7 @@ class RunMonitor:
                         forward=forward, call_site=_user_call_site())
         for index, tensor in enumerate(outputs):
             call.handles.append(tensor.register_hook(functools.partial(_keep_grad, call.grad_outputs, index)))
-        self.root_calls.append(call)
+        self.backward_pass.calls.append(call)
         if not engine.is_compiled_module(module):
             self._record_loss_ops(engine)
 
@@ -482,19 +489,21 @@ class RunMonitor:
             for tensor in outputs:
                 summary, masked = engine.activation_summary(tensor), None
                 if allowance:  # --allow-inf: the -inf of matching modules' outputs count as finite
-                    name = self._names.get(key)
+                    name = self._models.names.get(key)
                     if name is None:  # (the first pass: named once its model is known)
                         masked = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
                     elif allowance.allows(name):
                         summary = engine.activation_summary(InfAllowance.without_negative_infinity(tensor))
-                self._activations.append((key, summary, masked))
+                self.backward_pass.activations.append((key, summary, masked))
         return outputs
 
     def _wrap_backward(self, engine: Engine, original: Callable) -> Callable:
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.localizing or self._in_backward or engine.is_compiling():
+            if self.localizing or self._in_backward or attachment.closed or engine.is_compiling():
                 return original(tensors, *args, **kwargs)
             self._pause_loss_ops()
             self._before_backward()
@@ -516,12 +525,14 @@ class RunMonitor:
         """A pass counts as scaled only when the scaler did scale: a disabled scaler (``enabled=False``,
         or one that disabled itself without CUDA) returns the loss unchanged, and its gradients are
         checked like any other."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any) -> Any:
             result = original(scaler, outputs)
-            if result is not outputs and scaler.is_enabled():
-                self._scaled = (result, scaler)
+            if result is not outputs and scaler.is_enabled() and not attachment.closed:
+                self.backward_pass.scaled = (result, scaler)
             return result
 
         return scale
@@ -529,17 +540,20 @@ class RunMonitor:
     def _wrap_scaler_step(self, original: Callable) -> Callable:
         """A gradient scaler that found Inf/NaN gradients skips ``optimizer.step()``: that backward
         pass becomes a skipped step (scaled gradients overflow by design; not a finding)."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             before = self._optimizer_steps
             result = original(scaler, optimizer, *args, **kwargs)
-            if self._optimizer_steps == before and self._pending and not self.localizing:
+            if self._optimizer_steps == before and self.step.passes and not self.localizing and \
+                    not attachment.closed:
                 if self.guard.pending:
                     clear_gradients(optimizer)
                 else:
                     self.guard.mark(SKIP_OVERFLOW)
-                self._emit(skipped=True)
+                self._record_step(skipped=True)
             return result
 
         return step
@@ -548,19 +562,15 @@ class RunMonitor:
         """The script starts processes that run one of its functions (``torch.multiprocessing.spawn``):
         each runs the function under a monitor of its own (:mod:`gradscope.monitor.run_spawn`), and
         the report of their rank 0 becomes this run's."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def start_processes(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            from gradscope.monitor.run_spawn import FollowedRank
-
-            if self.localizing or isinstance(fn, FollowedRank):
+            if self.localizing or attachment.closed or isinstance(fn, FollowedRank):
                 return original(fn, *args, **kwargs)
             count = args[1] if len(args) > 1 else kwargs.get("nprocs", 1)
-            if self._spawn_directory is None:
-                self._spawn_directory = tempfile.mkdtemp(prefix="gradscope-spawn-")
-            path = os.path.join(self._spawn_directory, f"report{len(self._spawned)}.pickle")
-            self._spawned.append((getattr(fn, "__qualname__", None) or repr(fn), count, path))
-            return original(FollowedRank(fn, self.options, path), *args, **kwargs)
+            return original(self._spawned.follow(fn, count), *args, **kwargs)
 
         return start_processes
 
@@ -568,11 +578,13 @@ class RunMonitor:
         """The script tears down its process group: every rank is here with the group still up,
         so the end-of-run parameter check runs now, collectively (tearing down another group than
         the default one changes nothing)."""
+        attachment = self._attachment
+
         @_passes_through
         @functools.wraps(original)
         def teardown(*args: Any, **kwargs: Any) -> Any:
             group = args[0] if args else kwargs.get("group")
-            if group is None and engine.process_group() is not None:
+            if group is None and not attachment.closed and engine.process_group() is not None:
                 self._check_parameters(engine)
             return original(*args, **kwargs)
 
@@ -582,11 +594,9 @@ class RunMonitor:
         """Node post-hooks on the loss computation between the loss and the model's outputs (at
         most :data:`LOSS_GRAPH_NODES` nodes) that keep what they see, so that a gradient the loss
         computation makes non-finite can be named."""
-        self.loss_events = []
-        boundary = {id(t.grad_fn) for call in self.root_calls for t in call.outputs}
+        boundary = {id(t.grad_fn) for call in self.backward_pass.calls for t in call.outputs}
         handles: list[Any] = []
-        seen: set[int] = set()
-        self.loss_nodes = seen
+        seen = self.backward_pass.loss_nodes
         stack = [loss.grad_fn] if loss.grad_fn is not None else []
         while stack and len(seen) < LOSS_GRAPH_NODES:
             node = stack.pop()
@@ -595,33 +605,34 @@ class RunMonitor:
             seen.add(id(node))
             if node.name() == ACCUMULATE_NODE:
                 continue
-            handles.append(node.register_hook(functools.partial(_keep_event, self.loss_events, node)))
+            handles.append(node.register_hook(functools.partial(_keep_event, self.backward_pass.loss_events, node)))
             stack.extend(fn for fn, _ in node.next_functions if fn is not None)
         return handles
 
     def _before_backward(self) -> None:
         """Pending backward passes whose gradients were reset without an optimizer step are
         steps of their own (no optimizer) or skipped steps (an optimizer exists)."""
-        if self._pending and not self._in_step and self._parameters and \
-                all(p.grad is None for _, p in self._parameters):
-            self._emit_without_step()
+        if self.step.passes and not self.step.in_optimizer_step and self._models.parameters and \
+                all(p.grad is None for _, p in self._models.parameters):
+            self._record_without_step()
 
     def _after_backward(self, engine: Engine, loss: Any) -> None:
-        self._refresh_parameters()
-        grads = [p.grad for _, p in self._parameters]
-        outputs = [t for call in self.root_calls for t in call.outputs] if self.options.stops else []
-        inner = [masked if masked is not None and self.inf_allowance.allows(self._names.get(module)) else summary
-                 for module, summary, masked in self._activations if module in self._names]
-        parameters = [p for _, p in self._parameters]
+        self._models.refresh_parameters()
+        grads = [p.grad for _, p in self._models.parameters]
+        current = self.backward_pass
+        outputs = [t for call in current.calls for t in call.outputs] if self.options.stops else []
+        inner = [masked if masked is not None and self.inf_allowance.allows(self._models.names.get(module)) else summary
+                 for module, summary, masked in current.activations if module in self._models.names]
+        parameters = [p for _, p in self._models.parameters]
         if self.inf_allowance:
-            outputs = self._allowing_inf(outputs, {id(t): id(call.module) for call in self.root_calls
+            outputs = self._allowing_inf(outputs, {id(t): id(call.module) for call in current.calls
                                                    for t in call.outputs})
         tensors = grads + outputs + inner + parameters
         if loss is not None:
             loss_value, squares = engine.loss_and_squared_norms(loss, tensors)
         else:
             loss_value, squares = None, engine.squared_norms(tensors)
-        scaled, self._scaled = self._scaled, None
+        scaled = current.scaled
         scale = None
         if scaled is not None and loss is not None and scaled[0] is loss:
             scale = float(scaled[1].get_scale())
@@ -633,24 +644,27 @@ class RunMonitor:
         parameter_squares = squares[len(squares) - len(parameters):]
         squares = squares[:len(squares) - len(parameters)]
         self.parameter_changes.observe(parameter_squares)
-        self.activation_nonfinite = any(_value_kind(value) for value in squares[len(grads) + len(outputs):])
-        stats = _BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
+        current.activation_nonfinite = any(value_kind(value) for value in squares[len(grads) + len(outputs):])
+        stats = BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss, scale=scale,
                                parameter_squares=parameter_squares)
-        stats = self.reducer.combine(engine, self._parameters, stats)
-        if not (self._in_step and self._closure_step and self._pending):
-            self._pending.append(stats)
+        stats = self.reducer.combine(engine, self._models.parameters, stats)
+        step = self.step
+        if not (step.in_optimizer_step and step.closure and step.passes):
+            step.passes.append(stats)
         else:
-            self._pending[-1] = _BackwardStats(self._pending[0].loss, stats.squares, stats.output_squares,
-                                               stats.scaled, stats.ranks, stats.scale, stats.parameter_squares)
-        self._last = stats
-        if not _all_finite(stats):
+            step.passes[-1] = BackwardStats(step.passes[0].loss, stats.squares, stats.output_squares,
+                                            stats.scaled, stats.ranks, stats.scale, stats.parameter_squares)
+        self._last_pass = stats
+        if not all_finite(stats):
             self.saw_nonfinite = True
             if self.options.stops:
                 self._check_stop(engine, loss, stats)
-        self.root_calls.clear()
-        self._activations.clear()
-        self.loss_nodes = set()
+        self._end_backward_pass()
+
+    def _end_backward_pass(self) -> None:
+        """The pass's numbers are read: what was kept for it goes (the next pass starts afresh)."""
+        self.backward_pass = BackwardPass()
         if self._loss_ops is not None:
             self._loss_ops.clear()
 
@@ -663,11 +677,11 @@ class RunMonitor:
             return []
         records = [(output, node, frame, getattr(operation, "__name__", None) or str(operation), inputs)
                    for output, node, frame, operation, inputs in self._loss_ops.records]
-        if not self.loss_nodes:
+        if not self.backward_pass.loss_nodes:
             return [record[:4] for record in records]
-        kept, consumed = [], set()
+        kept, consumed, nodes = [], set(), self.backward_pass.loss_nodes
         for output, node, frame, operation, (args, kwargs) in reversed(records):
-            if (node is not None and id(node) in self.loss_nodes) or (node is None and id(output) in consumed):
+            if (node is not None and id(node) in nodes) or (node is None and id(output) in consumed):
                 kept.append((output, node, frame, operation))
                 consumed |= {id(value) for value in (*args, *(kwargs or {}).values())}
         return kept[::-1]
@@ -675,40 +689,40 @@ class RunMonitor:
     def _allowing_inf(self, tensors: list, owners: dict[int, int]) -> list:
         """``tensors`` with the ``-inf`` of the outputs of ``--allow-inf`` modules counted as finite."""
         return [InfAllowance.without_negative_infinity(t)
-                if self.inf_allowance.allows(self._names.get(owners.get(id(t), -1))) else t for t in tensors]
+                if self.inf_allowance.allows(self._models.names.get(owners.get(id(t), -1))) else t for t in tensors]
 
-    def _check_stop(self, engine: Engine, loss: Any, stats: _BackwardStats) -> None:
+    def _check_stop(self, engine: Engine, loss: Any, stats: BackwardStats) -> None:
         # The adapter confirms a float32 overflow exactly, so a non-finite square is a non-finite
         # tensor: NaN if it holds a NaN, Inf if it holds only infinities.
-        kinds = {_value_kind(value) for value in _verdict_values(stats)}
+        kinds = {value_kind(value) for value in verdict_values(stats)}
         if not ((self.options.nan and "nan" in kinds) or (self.options.inf and "inf" in kinds)):
             return
-        if self.guard.skip_nonfinite and not (self._in_step and self._closure_step):
+        if self.guard.skip_nonfinite and not (self.step.in_optimizer_step and self.step.closure):
             if self.guard.reason != SKIP_NONFINITE:  # the step's first poisoned backward pass
-                with preserved_buffers(engine, [root.module for root in self._roots if root.engine is engine]):
-                    origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+                with preserved_buffers(engine, [root.module for root in self._models.roots if root.engine is engine]):
+                    origin = self.reducer.origin_across_ranks(self, engine, loss, stats, step=len(self.history))
                 self.guard.mark(SKIP_NONFINITE, origin, replace=True)
             return
         if self.guard.skip_nonfinite:
             self.notes.append("a step that runs backward() inside optimizer.step(closure) cannot be skipped: "
                               "the run was stopped instead")
-        self.origin = self.reducer.localize(self, engine, loss, stats, step=len(self.history))
+        self.origin = self.reducer.origin_across_ranks(self, engine, loss, stats, step=len(self.history))
         self.stopped = "nonfinite"
         if self.on_failure is not None and self.origin.rank in (None, self.reducer.rank):
             self._debug_failure(engine)
-        self._emit(nonfinite=_where(stats))
+        self._record_step(nonfinite=nonfinite_place(stats))
         raise StopRun()
 
     def _debug_failure(self, engine: Engine) -> None:
         """Hand the failing step's model call to :attr:`on_failure`, to be run again under the debugger."""
-        if self.reducer.shards_parameters(engine, self._parameters):
+        if self.reducer.shards_parameters(engine, self._models.parameters):
             # (its re-run would gather the shards on this rank alone while the others wait)
             note = ("the model is sharded over the ranks (FSDP2): --debug-on-failure cannot re-run its call on "
                     "one rank, so the debugger was not opened")
             self.notes.append(note)
             print(f"gradscope: {note}", file=sys.stderr, flush=True)  # (this rank's report may not be the one shown)
             return
-        calls = [call for call in self.root_calls if call.engine is engine and any(
+        calls = [call for call in self.backward_pass.calls if call.engine is engine and any(
             grad is not None for grad in call.grad_outputs)]
         if not calls:
             self.notes.append("the failing step has no model call whose backward pass can be re-run: the debugger "
@@ -729,61 +743,62 @@ class RunMonitor:
     def _on_step_pre(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.localizing or engine.is_compiling():
             return
-        self._in_step = True
+        step = self.step
+        step.in_optimizer_step = True
         self._optimizers.setdefault(id(optimizer), optimizer)
         if args and args[0] is optimizer:  # torch's step hooks get the optimizer itself in args
             args = args[1:]
-        self._closure_step = bool(args and args[0] is not None) or kwargs.get("closure") is not None
-        self._clipped = None
-        if not self.guard.pending and self._pending:
+        step.closure = bool(args and args[0] is not None) or kwargs.get("closure") is not None
+        step.clipped = None
+        if not self.guard.pending and step.passes:
             self._judge_spikes()
             if self.stopped == "spike":
-                self._emit()  # before the spiking step's update; raises StopRun
+                self._record_step()  # before the spiking step's update; raises StopRun
         if self.guard.pending:
             clear_gradients(optimizer)  # the optimizer leaves parameters without a gradient unchanged
             return
-        if self.options.clip is not None and not self._closure_step:
+        if self.options.clip is not None and not step.closure:
             self._clip(engine, optimizer)
 
     def _clip(self, engine: Engine, optimizer: Any) -> None:
-        self._refresh_parameters()
+        self._models.refresh_parameters()
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if self.options.clip_mode == "value":
             engine.clip_grad_value_(params, self.options.clip)
         else:
             engine.clip_grad_norm_(params, self.options.clip)
-        squares = self.reducer.combine_squares(engine, self._parameters,
-                                               engine.squared_norms([p.grad for _, p in self._parameters]))
-        self._clipped = (norm_from_square(_total(squares)), squares)
+        squares = self.reducer.combine_squares(engine, self._models.parameters,
+                                               engine.squared_norms([p.grad for _, p in self._models.parameters]))
+        self.step.clipped = (norm_from_square(square_sum(squares)), squares)
 
     def _on_step_post(self, engine: Engine, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.localizing or engine.is_compiling():
             return
-        self._in_step = False
+        self.step.in_optimizer_step = False
         self._optimizer_steps += 1
         self._last_optimizer = optimizer
-        if not self._pending and self._last is not None:
-            self._pending.append(self._last)
-        if self._pending:
-            self._emit()
+        if not self.step.passes and self._last_pass is not None:
+            self.step.passes.append(self._last_pass)  # (another optimizer stepping on the same gradients)
+        if self.step.passes:
+            self._record_step()
 
     # ------------------------------------------------------------------ records
     def _judge_spikes(self) -> None:
         """Judge the pending step's loss and gradient norm against the run's history (once per step,
         before its optimizer update, so that ``--on-spike skip`` can still skip it)."""
-        if self._spikes_judged:
+        if self.step.spikes_judged:
             return
-        self._spikes_judged = True
-        last = self._pending[-1]
+        self.step.spikes_judged = True
+        last = self.step.passes[-1]
         layer_squares: dict[str, float] = {}
         parameter_squares: dict[str, float] = {}
-        for module, square, parameter in zip(self._parameter_modules, last.squares, last.parameter_squares):
+        for module, square, parameter in zip(self._models.parameter_modules, last.squares, last.parameter_squares):
             if square is not None:
                 layer_squares[module] = layer_squares.get(module, 0.0) + square
             if parameter is not None:
                 parameter_squares[module] = parameter_squares.get(module, 0.0) + parameter
         found = self.spike_tracker.observe(
-            len(self.history), _step_loss(self._pending), norm_from_square(_total(last.squares)),
+            len(self.history), step_loss(self.step.passes), norm_from_square(square_sum(last.squares)),
             {module: norm_from_square(square) for module, square in layer_squares.items()},
             {module: norm_from_square(square) for module, square in parameter_squares.items()})
         if found and self.options.on_spike == "skip":
@@ -791,28 +806,30 @@ class RunMonitor:
         elif found and self.options.on_spike == "stop" and self.stopped is None:
             self.stopped = "spike"
 
-    def _emit(self, skipped: bool = False, nonfinite: str | None = None) -> None:
-        if not self.guard.pending and self._pending:
+    def _record_step(self, skipped: bool = False, nonfinite: str | None = None) -> None:
+        """Record the step being built (a :class:`StepRecord` to :attr:`history` and ``on_step``) and
+        start the next one; raises :class:`StopRun` when the run stops after it (spike, too many
+        skips)."""
+        if not self.guard.pending and self.step.passes:
             self._judge_spikes()
-        self._spikes_judged = False
-        pending, self._pending = self._pending, []
+        step, self.step = self.step, StepState()
+        pending = step.passes
         skip, origin = self.guard.reason, self.guard.origin
         last = pending[-1]
-        loss = _step_loss(pending)
-        names = [name for name, _ in self._parameters]
+        loss = step_loss(pending)
+        names = [name for name, _ in self._models.parameters]
         layer_squares: dict[str, float] = {}
-        for module, square in zip(self._parameter_modules, last.squares):
+        for module, square in zip(self._models.parameter_modules, last.squares):
             if square is not None:
                 layer_squares[module] = layer_squares.get(module, 0.0) + square
         clipped_total, clipped = None, ()
-        if self._clipped is not None:
-            clipped_total = self._clipped[0]
-            clipped = tuple((name, norm_from_square(square)) for name, square in zip(names, self._clipped[1]))
-            self._clipped = None
+        if step.clipped is not None:
+            clipped_total = step.clipped[0]
+            clipped = tuple((name, norm_from_square(square)) for name, square in zip(names, step.clipped[1]))
         record = StepRecord(
-            step=len(self.history), loss=loss, total_grad_norm=norm_from_square(_total(last.squares)),
+            step=len(self.history), loss=loss, total_grad_norm=norm_from_square(square_sum(last.squares)),
             layer_norms=tuple((name, norm_from_square(square)) for name, square in layer_squares.items()),
-            nonfinite=nonfinite or _where(last),
+            nonfinite=nonfinite or nonfinite_place(last),
             parameter_norms=tuple((name, norm_from_square(square)) for name, square in zip(names, last.squares)),
             clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped or skip is not None,
             ranks=rank_figures(pending), skip=skip, origin=origin, scale=last.scale)
@@ -824,7 +841,7 @@ class RunMonitor:
         if self.stopped in ("skips", "spike"):
             raise StopRun()
 
-    def _emit_without_step(self) -> None:
+    def _record_without_step(self) -> None:
         """Record the pending backward passes that no optimizer step followed: a step of its own in a
         script without optimizer, else a step the script skipped. A script that updates its
         parameters itself cannot have a poisoned step skipped: the run stops there instead."""
@@ -833,28 +850,28 @@ class RunMonitor:
             self.guard.forget()
             self.notes.append("the script updates its parameters without an optimizer, so a poisoned step cannot "
                               "be skipped: the run was stopped instead")
-            self._emit(nonfinite=_where(self._pending[-1]))
+            self._record_step(nonfinite=nonfinite_place(self.step.passes[-1]))
             raise StopRun()
-        self._emit(skipped=self._optimizer_steps > 0)
+        self._record_step(skipped=self._optimizer_steps > 0)
 
     def finish(self) -> None:
         """The script ended: record what is still pending and check the parameters once more
         (with ``--nan``/``--inf``), so that a last update that made one non-finite is reported."""
-        if self._pending:
-            self._emit_without_step()
-        for engine in list(self._engines):
+        if self.step.passes:
+            self._record_without_step()
+        for engine in list(self._attachment.engines):
             self._check_parameters(engine)
 
     def _check_parameters(self, engine: Engine) -> None:
         """With ``--nan``/``--inf``, once per engine and run: is a parameter of ``engine`` non-finite
         after the last update? Under torch.distributed the ranks combine their answers (every rank
         calls this at the same point: the script's group teardown, else the end of the script)."""
-        if not self.options.stops or self.origin is not None or not self._parameters or \
+        if not self.options.stops or self.origin is not None or not self._models.parameters or \
                 engine.name in self._parameters_checked:
             return
         self._parameters_checked.add(engine.name)
-        self._refresh_parameters()
-        params = [(name, p) for name, p in self._parameters if engine.is_tensor(p)]
+        self._models.refresh_parameters()
+        params = [(name, p) for name, p in self._models.parameters if engine.is_tensor(p)]
         if not params:
             return
         norms = dict(self.history[-1].parameter_norms) if self.history else None
@@ -877,8 +894,7 @@ class RunMonitor:
             status = "ok"
         notes = list(self.notes)
         history, origin = tuple(self.history), self.origin
-        spawned = self._spawned_reports()
-        for (name, count, _), report in zip(self._spawned, spawned):
+        for name, count, report in self._spawned.reports():
             processes = f"{count} process{'es' if count != 1 else ''}"
             if report is None:
                 notes.append(f"the script started {processes} running {name}() with torch.multiprocessing; "
@@ -903,22 +919,13 @@ class RunMonitor:
                          "optimizer step (skipped steps)")
         held = {id(p) for optimizer in self._optimizers.values() for group in optimizer.param_groups
                 for p in group["params"]}
+        optimized = [name for name, p in self._models.parameters if id(p) in held]
         findings, waived = run_findings(history, self.options.thresholds, self.options.waivers,
-                                        self.parameter_changes, [name for name, p in self._parameters if id(p) in held])
+                                        self.parameter_changes, optimized)
         first = origin or next((record.origin for record in history if record.origin is not None), None)
         return RunReport(script=script, steps_run=len(history), status=status, first_nonfinite=first,
                          history=history, notes=tuple(notes), stopped=self.stopped,
                          spikes=tuple(self.spike_tracker.spikes), findings=findings, waived=waived)
-
-    def _spawned_reports(self) -> list[RunReport | None]:
-        """The reports of the spawned processes' rank 0 (read once, then their folder is removed)."""
-        if self._spawn_directory is not None:
-            from gradscope.monitor.run_spawn import read_report
-
-            self._spawn_reports = [read_report(path) for _, _, path in self._spawned]
-            shutil.rmtree(self._spawn_directory, ignore_errors=True)
-            self._spawn_directory = None
-        return self._spawn_reports
 
 
 def _user_call_site() -> tuple[str, int] | None:
@@ -929,12 +936,6 @@ def _user_call_site() -> tuple[str, int] | None:
             return frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back
     return None
-
-
-def _step_loss(pending: list[_BackwardStats]) -> float | None:
-    """The loss of a step: the sum over its backward passes (None when none had a scalar loss)."""
-    losses = [stats.loss for stats in pending if stats.loss is not None]
-    return None if not losses else math.fsum(losses) if all(math.isfinite(v) for v in losses) else sum(losses)
 
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:
@@ -972,33 +973,3 @@ def _root_prefixes(modules: list, main_globals: Callable[[], dict] | None) -> li
 
 def _label(name: str) -> str:
     return repr(name) if name else "(model)"
-
-
-def _total(squares: list[float | None]) -> float:
-    return sum(value for value in squares if value is not None)
-
-
-
-def _value_kind(value: float | None) -> str | None:
-    if value is None or math.isfinite(value):
-        return None
-    return "nan" if math.isnan(value) else "inf"
-
-
-def _verdict_values(stats: _BackwardStats) -> list[float | None]:
-    """The numbers whose non-finiteness is a finding."""
-    return [stats.loss, *stats.output_squares, *(() if stats.scaled else stats.squares)]
-
-
-def _all_finite(stats: _BackwardStats) -> bool:
-    return all(value is None or math.isfinite(value) for value in _verdict_values(stats))
-
-
-def _where(stats: _BackwardStats) -> str | None:
-    if stats.loss is not None and not math.isfinite(stats.loss):
-        return "loss"
-    if any(value is not None and not math.isfinite(value) for value in stats.output_squares):
-        return "activation"
-    if any(value is not None and not math.isfinite(value) for value in stats.squares):
-        return "gradient"
-    return None

@@ -1,4 +1,5 @@
-"""Where did the first NaN/Inf of a ``gradscope run`` step start?
+"""Where did the first NaN/Inf of a ``gradscope run`` step start? (:func:`localize_from_kept_calls`;
+:mod:`gradscope.monitor.localize` says how it relates to the other ways of localising.)
 
 Called once, when the cheap per-step numbers of :class:`~gradscope.monitor.run.RunMonitor` held a
 non-finite value. The script's step cannot be run again, but its model can: the model's calls of
@@ -22,21 +23,25 @@ import numpy as np
 from typing import TYPE_CHECKING, Any
 
 from gradscope.engines import Engine
+from gradscope.monitor.localize import backward_node_origin, forward_module_origin, update_origin
 from gradscope.monitor.monitors import ForwardNonFiniteTracer
 from gradscope.monitor.records import NonFiniteOrigin
 from gradscope.monitor.stats import module_of
 from gradscope.monitor.tracing import encloses, hook_every_node, is_user_file, module_words, relative_source
 
 if TYPE_CHECKING:
-    from gradscope.monitor.run import RootCall, RunMonitor, RunOptions
+    from gradscope.monitor.run import RunMonitor, RunOptions
+    from gradscope.monitor.run_step import RootCall
 
 def _follow(filename: str, line: int) -> bool:
     return is_user_file(filename)
 
 
-def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step: int) -> NonFiniteOrigin:
-    """The origin of the first non-finite value of this backward pass (see the module docstring)."""
-    calls = [call for call in monitor.root_calls if call.engine is engine]
+def localize_from_kept_calls(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any,
+                             step: int) -> NonFiniteOrigin:
+    """The origin of the first non-finite value of this backward pass, found by re-running the
+    model calls the monitor kept of it (see the module docstring)."""
+    calls = [call for call in monitor.backward_pass.calls if call.engine is engine]
     monitor.localizing = True
     rng = engine.get_rng_state()
     try:
@@ -48,7 +53,7 @@ def localize(monitor: "RunMonitor", engine: Engine, loss: Any, stats: Any, step:
         monitor.localizing = False
     if origin is not None:
         return origin
-    if monitor.activation_nonfinite:
+    if monitor.backward_pass.activation_nonfinite:
         kinds = {"nan" if math.isnan(value) else "inf" for value in stats.output_squares
                  if value is not None and not math.isfinite(value)}
         kind = "nan" if "nan" in kinds or not kinds else "inf"
@@ -81,22 +86,8 @@ def parameter_origin(engine: Engine, parameters: list[tuple[str, Any]], optimize
             continue
         kind = "nan" if math.isnan(square) else "inf"
         if (kind == "nan" and options.nan) or (kind == "inf" and options.inf):
-            return _update_origin(step, name, kind, optimizer, (gradient_norms or {}).get(name))
+            return update_origin(step, name, kind, optimizer, (gradient_norms or {}).get(name))
     return None
-
-
-def _update_origin(step: int, parameter: str, kind: str, optimizer: Any,
-                   gradient_norm: float | None = None) -> NonFiniteOrigin:
-    node = f"{type(optimizer).__name__}.step" if optimizer is not None else None
-    if gradient_norm is not None and not math.isfinite(gradient_norm):
-        detail = (f"the optimizer step made {parameter} {kind}; its gradient was already "
-                  f"{'nan' if math.isnan(gradient_norm) else 'inf'} (norm {gradient_norm}), and the step was "
-                  "not stopped before the update")
-    else:
-        detail = (f"the optimizer step made {parameter} {kind} although its gradient was finite (the update "
-                  "overflowed: lower the learning rate or clip the gradients)")
-    return NonFiniteOrigin(step=step, phase="update", module=module_of(parameter), node=node, source=None,
-                           kind=kind, detail=detail)
 
 
 # ---------------------------------------------------------------------------- forward
@@ -112,7 +103,7 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
                                                      f"{_bad_inputs(engine, call)}")
     for call in calls:
         returned = _first_kind(engine, call.outputs)
-        if returned is None and not monitor.activation_nonfinite:
+        if returned is None and not monitor.backward_pass.activation_nonfinite:
             continue
         trace = ForwardNonFiniteTracer(engine.local_module(call.module), engine=engine, follow=_follow,
                                        module_name=monitor.module_name, module_outputs_at_lines=True,
@@ -133,19 +124,15 @@ def _forward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCall
         if trace.parameter is not None:
             kind = trace.parameter_kind or trace.kind
             if monitor.optimizer_steps:
-                return _update_origin(step - 1, trace.parameter, kind, monitor.last_optimizer)
+                return update_origin(step - 1, trace.parameter, kind, monitor.last_optimizer)
             return NonFiniteOrigin(step=step, phase="forward", module=trace.module, node=None, source=None,
                                    kind=kind, detail=f"parameter {trace.parameter} was already {kind} "
                                                      "before the first optimizer step")
         source = relative_source(*trace.source) if trace.source is not None else None
-        detail = f"{module_words(trace.module)} turned finite inputs into {trace.kind}"
-        if trace.propagated:
-            detail += "; the modules listed after it only passed it on"
-        elif returned is None:
-            detail += " (the model's outputs, loss and gradients stayed finite: the value was masked out or unused)"
-        return NonFiniteOrigin(step=step, phase="forward", module=trace.module,
-                               node=trace.source_node or trace.node, source=source, kind=trace.kind,
-                               propagated=tuple(trace.propagated), detail=detail)
+        note = " (the model's outputs, loss and gradients stayed finite: the value was masked out or unused)" \
+            if returned is None and not trace.propagated else ""
+        return forward_module_origin(step, trace.module, trace.kind, trace.source_node or trace.node, source,
+                                     trace.propagated, note)
     if stats.loss is not None and not math.isfinite(stats.loss):
         kind = "nan" if math.isnan(stats.loss) else "inf"
         for output, node, frame, operation in monitor.loss_operations():
@@ -207,7 +194,7 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
             continue
         kind = _first_kind(engine, [grad for _, grad in present])
         if kind is not None:
-            node, kind = _first_bad_node(engine, monitor.loss_events, kind)
+            node, kind = _first_bad_node(engine, monitor.backward_pass.loss_events, kind)
             frames = [frame for _, made, frame, _ in monitor.loss_operations() if made is node and frame is not None]
             source = relative_source(*frames[0]) if frames else None
             return NonFiniteOrigin(step=step, phase="backward", module=None,
@@ -221,12 +208,7 @@ def _backward_origin(monitor: "RunMonitor", engine: Engine, calls: list["RootCal
             continue
         if trace.node is not None:
             source = relative_source(*trace.source) if trace.source is not None else None
-            detail = f"the backward pass of {module_words(trace.module)} produced the first {trace.kind} in {trace.node}"
-            if trace.propagated:
-                detail += "; the modules listed after it only passed it on"
-            return NonFiniteOrigin(step=step, phase="backward", module=trace.module, node=trace.node,
-                                   source=source, kind=trace.kind, propagated=tuple(trace.propagated),
-                                   detail=detail)
+            return backward_node_origin(step, trace.module, trace.node, trace.kind, source, trace.propagated)
     return None
 
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from gradscope.monitor.records import RunReport
 
-__all__ = ["FollowedRank", "read_report"]
+__all__ = ["FollowedRank", "SpawnedRanks", "read_report"]
 
 
 @dataclass(frozen=True)
@@ -47,18 +49,18 @@ class FollowedRank:
         for inherited in list(ATTACHED):  # forked from the script's process: its monitor came along
             inherited.close()
         reducer = JoiningReducer(lambda: True)
-        monitor = RunMonitor(self.options, main_globals=lambda: vars(sys.modules["__main__"]), reducer=reducer)
-        monitor.attach(get_engine("gradscope"))
-        monitor.attach(get_engine("torch"))
         result = None
         try:
-            try:
-                result = self.fn(index, *args)
-                monitor.finish()
-            except StopRun:
-                pass
+            with RunMonitor(self.options, main_globals=lambda: vars(sys.modules["__main__"]),
+                            reducer=reducer) as monitor:
+                monitor.attach(get_engine("gradscope"))
+                monitor.attach(get_engine("torch"))
+                try:
+                    result = self.fn(index, *args)
+                    monitor.finish()
+                except StopRun:
+                    pass
         finally:
-            monitor.close()
             reducer.release()
         rank = reducer.rank if reducer.rank is not None else index
         if rank == 0:
@@ -67,6 +69,38 @@ class FollowedRank:
                 pickle.dump(monitor.report(""), file)
             os.replace(temporary, self.report_path)
         return result
+
+
+class SpawnedRanks:
+    """The groups of processes a script started (``torch.multiprocessing`` ``start_processes``),
+    each one's function handed on as a :class:`FollowedRank`, and the reports their rank 0 left.
+
+    Args:
+        options: the ``RunOptions`` each followed rank runs under.
+    """
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self.started: list[tuple[str, int, str]] = []  # (function name, process count, report path)
+        self._directory: str | None = None
+        self._reports: list[RunReport | None] = []
+
+    def follow(self, fn: Callable[..., Any], count: int) -> FollowedRank:
+        """The function to start in ``count`` processes instead of ``fn``."""
+        if self._directory is None:
+            self._directory = tempfile.mkdtemp(prefix="gradscope-spawn-")
+        path = os.path.join(self._directory, f"report{len(self.started)}.pickle")
+        self.started.append((getattr(fn, "__qualname__", None) or repr(fn), count, path))
+        return FollowedRank(fn, self.options, path)
+
+    def reports(self) -> list[tuple[str, int, RunReport | None]]:
+        """``(function name, process count, rank 0's report or None)`` of each group (the reports are
+        read once, then their folder is removed)."""
+        if self._directory is not None:
+            self._reports = [read_report(path) for _, _, path in self.started]
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+        return [(name, count, report) for (name, count, _), report in zip(self.started, self._reports)]
 
 
 def read_report(path: str) -> RunReport | None:

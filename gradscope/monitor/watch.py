@@ -2,8 +2,8 @@
 
 Each step computes what training needs anyway plus one squared norm per parameter gradient; a
 NaN or Inf anywhere makes that norm non-finite. Only then is the step run again from its
-snapshot with full instrumentation (:func:`localize`), first the forward pass, then the backward
-pass with every autograd node checked.
+snapshot with full instrumentation (:func:`localize_from_snapshot`), first the forward pass, then
+the backward pass with every autograd node checked.
 """
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from gradscope.engines import Engine
 from gradscope.loading import Batch, Workload
 from gradscope.monitor.analysis import Waiver, apply_waivers, divergence_finding
 from gradscope.monitor.diagnose import DivergenceTracker
+from gradscope.monitor.localize import backward_node_origin, forward_module_origin, update_origin
 from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFiniteTracer
 from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
 from gradscope.monitor.stats import module_of, norm_from_square
-from gradscope.monitor.tracing import is_user_file, module_words, relative_source
+from gradscope.monitor.tracing import is_user_file, relative_source
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,8 @@ class Watcher:
                 before_forward = record.nonfinite == "parameter" and not self.update_made_nonfinite
                 failing = previous if before_forward and previous is not None else snapshot
                 self.failing_snapshot = failing
-                self.origin = localize(self.workload, failing, self.optimizer, clip=self.options.clip,
-                                       progress=self.progress)
+                self.origin = localize_from_snapshot(self.workload, failing, self.optimizer, clip=self.options.clip,
+                                                     progress=self.progress)
                 if self.options.bundle is not None:
                     failing.save(self.options.bundle, extra={"lr": self.options.lr, "clip": self.options.clip})
                     self.bundle = self.options.bundle
@@ -226,9 +227,10 @@ class Watcher:
         return ("nan" in kinds and self.options.nan) or ("inf" in kinds and self.options.inf)
 
 
-def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
-             clip: float | None = None, progress: Progress | None = None) -> NonFiniteOrigin | None:
-    """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started.
+def localize_from_snapshot(workload: Workload, snapshot: Snapshot, optimizer: Any,
+                           clip: float | None = None, progress: Progress | None = None) -> NonFiniteOrigin | None:
+    """Re-run the snapshot's step with full instrumentation and say where the NaN/Inf started
+    (:mod:`gradscope.monitor.localize` says how this relates to ``run``'s localising).
 
     1. Forward pass with global forward hooks (and line tracing of the model file and the user's
        files it imports): the first module whose inputs are finite but whose output is not, and
@@ -285,15 +287,9 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
         module = backward.node_module if backward.node is not None else backward.module
         if module is None and backward.node is None and parameter is not None:
             module = module_of(parameter)
-        detail = f"the backward pass of {module_words(module)} produced the first {kind}"
-        if backward.node is not None:
-            detail += f" in {backward.node}"
-        if backward.propagated:
-            detail += "; the modules listed after it only passed it on"
         source = _source_from_trace(workload, backward.node_trace)
         snapshot.restore(model, optimizer)
-        return NonFiniteOrigin(step=step, phase="backward", module=module, node=backward.node, source=source,
-                               kind=kind, propagated=tuple(backward.propagated), detail=detail)
+        return backward_node_origin(step, module, backward.node, kind, source, backward.propagated)
 
     batch = Batch.from_raw(snapshot.restore(model, optimizer))
     origin = _update_origin(workload, optimizer, batch, step, clip)
@@ -304,7 +300,7 @@ def localize(workload: Workload, snapshot: Snapshot, optimizer: Any,
 def replay(workload: Workload, bundle: str | Path) -> WatchReport:
     """Run the step stored in a replay bundle again and report where its non-finite value started.
 
-    The step runs with cheap detection first (as in ``watch``), then :func:`localize` if
+    The step runs with cheap detection first (as in ``watch``), then :func:`localize_from_snapshot` if
     anything was non-finite. Status ``"ok"`` means the step did not reproduce a NaN/Inf.
     """
     snapshot, meta = Snapshot.load(bundle)
@@ -317,7 +313,7 @@ def replay(workload: Workload, bundle: str | Path) -> WatchReport:
     record, _ = watcher._train_step(snapshot.step, batch, parameters, check_update=True)
     origin = None
     if record.nonfinite is not None:
-        origin = localize(workload, snapshot, optimizer, clip=options.clip)
+        origin = localize_from_snapshot(workload, snapshot, optimizer, clip=options.clip)
     return WatchReport(model=workload.label, steps_run=1, status="nonfinite" if record.nonfinite else "ok",
                        first_nonfinite=origin, history=(record,), bundle=str(bundle))
 
@@ -329,15 +325,9 @@ def _forward_origin(workload: Workload, tracer: ForwardNonFiniteTracer, step: in
     if source is None and tracer.source is not None:
         source = relative_source(*tracer.source)
     if tracer.module_found:
-        kind = tracer.kind or "nan"
-        node = tracer.node or tracer.source_node
-        detail = f"{module_words(tracer.module)} turned finite inputs into {kind}"
-        if tracer.parameter_nonfinite:
-            detail += " (one of its own parameters is already non-finite)"
-        if tracer.propagated:
-            detail += "; the modules listed after it only passed it on"
-        return NonFiniteOrigin(step=step, phase="forward", module=tracer.module, node=node, source=source,
-                               kind=kind, propagated=tuple(tracer.propagated), detail=detail)
+        note = " (one of its own parameters is already non-finite)" if tracer.parameter_nonfinite else ""
+        return forward_module_origin(step, tracer.module, tracer.kind or "nan", tracer.node or tracer.source_node,
+                                     source, tracer.propagated, note)
     kind = "nan" if math.isnan(loss_value) else "inf"
     return NonFiniteOrigin(step=step, phase="forward", module=None, node=tracer.source_node, source=source,
                            kind=tracer.source_kind or (op.kind if op is not None else None) or kind,
@@ -354,10 +344,7 @@ def _update_origin(workload: Workload, optimizer: Any, batch: Batch, step: int,
     for name, p in model.named_parameters():
         kind = workload.engine.nonfinite_kind(p)
         if kind is not None:
-            return NonFiniteOrigin(step=step, phase="update", module=module_of(name),
-                                   node=f"{type(optimizer).__name__}.step", source=None, kind=kind,
-                                   detail=f"the optimizer step made {name} {kind} although its gradient was finite "
-                                          "(the update overflowed: lower the learning rate or clip the gradients)")
+            return update_origin(step, name, kind, optimizer)
     return None
 
 

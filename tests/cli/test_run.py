@@ -423,7 +423,7 @@ def test_backward_on_a_non_scalar_has_no_loss(gradscope, tmp_path):
 def test_a_failure_inside_the_monitor_is_an_internal_error(gradscope, tmp_path, monkeypatch):
     from gradscope.monitor import run as run_monitor
 
-    monkeypatch.setattr(run_monitor, "_all_finite", None)  # calling it fails inside the monitor
+    monkeypatch.setattr(run_monitor, "all_finite", None)  # calling it fails inside the monitor
     script = tmp_path / "fine.py"
     script.write_text("import gradscope as gs\nfrom gradscope import nn\n"
                       "nn.Linear(2, 1)(gs.ones(1, 2)).sum().backward()\n")

@@ -25,15 +25,12 @@ def test_native_names_steps_and_restores_backward():
     before = (engine.backward, autograd.backward)
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
     optimizer = gs.optim.SGD(model.parameters(), lr=0.1)
-    monitor = _monitor("gradscope", nan=True)
-    try:
+    with _monitor("gradscope", nan=True) as monitor:
         for _ in range(2):
             optimizer.zero_grad()
             loss = model(gs.ones(2, 3)).sum()
             loss.backward()
             optimizer.step()
-    finally:
-        monitor.close()
     assert (engine.backward, autograd.backward) == before
     assert [record.step for record in monitor.history] == [0, 1]
     assert [name for name, _ in monitor.history[0].parameter_norms] == ["0.weight", "0.bias", "2.weight", "2.bias"]
@@ -47,13 +44,10 @@ def test_two_models_are_named_by_their_variables():
 
     encoder, decoder = nn.Linear(3, 2), nn.Linear(2, 3)
     optimizer = gs.optim.SGD([*encoder.parameters(), *decoder.parameters()], lr=0.1)
-    monitor = RunMonitor(RunOptions(), main_globals=lambda: {"encoder": encoder, "decoder": decoder})
-    monitor.attach(get_engine("gradscope"))
-    try:
+    with RunMonitor(RunOptions(), main_globals=lambda: {"encoder": encoder, "decoder": decoder}) as monitor:
+        monitor.attach(get_engine("gradscope"))
         decoder(encoder(gs.ones(1, 3))).sum().backward()
         optimizer.step()
-    finally:
-        monitor.close()
     assert [name for name, _ in monitor.history[0].layer_norms] == ["encoder", "decoder"]
 
 
@@ -72,12 +66,9 @@ def test_torch_lbfgs_closure_reads_gradients_after_the_step():
         losses.append(loss.item())
         return loss
 
-    monitor = _monitor("torch", nan=True, inf=True)
-    try:
+    with _monitor("torch", nan=True, inf=True) as monitor:
         for _ in range(2):
             optimizer.step(closure)
-    finally:
-        monitor.close()
     assert len(monitor.history) == 2
     assert monitor.history[0].loss == pytest.approx(losses[0], rel=1e-6)  # the loss before the step
     last = math.sqrt(sum(float((p.grad ** 2).sum()) for p in model.parameters()))
@@ -102,13 +93,10 @@ def test_torch_activation_checkpointing_recompute_is_not_a_model_call():
 
     model = Model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    monitor = _monitor("torch", nan=True)
-    try:
+    with _monitor("torch", nan=True) as monitor:
         optimizer.zero_grad()
         model(torch.randn(2, 4)).sum().backward()
         optimizer.step()
-    finally:
-        monitor.close()
     names = [name for name, _ in monitor.history[0].parameter_norms]
     assert names == ["block.0.weight", "block.0.bias", "head.weight", "head.bias"]
     assert all(norm is not None and norm > 0 for _, norm in monitor.history[0].parameter_norms)
@@ -144,16 +132,13 @@ def test_native_stop_raises_a_base_exception_not_caught_by_except_exception():
     from gradscope import nn
 
     model = nn.Linear(2, 1)
-    monitor = _monitor("gradscope", nan=True)
     caught = False
-    try:
+    with _monitor("gradscope", nan=True) as monitor:
         with pytest.raises(StopRun):
             try:
                 model(gs.tensor([[float("nan"), 1.0]])).sum().backward()
             except Exception:  # noqa: BLE001 - what a script might do
                 caught = True
-    finally:
-        monitor.close()
     assert not caught
     origin = monitor.origin
     assert origin is not None and origin.node is None and origin.module is None and origin.phase == "forward"
@@ -172,9 +157,8 @@ def test_torch_gradient_scaler_skipped_step_is_reported_as_skipped_not_as_a_find
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = GradScaler("cpu", init_scale=1024.0)
-    monitor = _monitor("torch", nan=True, inf=True)
     losses = []
-    try:
+    with _monitor("torch", nan=True, inf=True) as monitor:
         for overflow in (False, True, False):
             optimizer.zero_grad()
             loss = model(torch.ones(1, 2)).sum()
@@ -184,8 +168,6 @@ def test_torch_gradient_scaler_skipped_step_is_reported_as_skipped_not_as_a_find
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
-    finally:
-        monitor.close()
     assert (GradScaler.__dict__["step"], GradScaler.__dict__["scale"]) == original
     assert [record.skipped for record in monitor.history] == [False, True, False]
     assert monitor.origin is None and monitor.report("s.py").status == "ok"
@@ -199,18 +181,97 @@ def test_torch_compiled_model_is_reported_as_not_observed_inside():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
     compiled = torch.compile(model, backend="eager")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    monitor = _monitor("torch", nan=True, inf=True)
     # newer torch warns about global module hooks around a compiled module (2.13 does, 2.6 does not)
     warns = hasattr(torch.nn.modules.module, "_has_any_global_hook")
-    try:
+    with _monitor("torch", nan=True, inf=True) as monitor:
         with pytest.warns(UserWarning, match="global hooks on modules") if warns else contextlib.nullcontext():
             for _ in range(2):
                 optimizer.zero_grad()
                 compiled(torch.randn(5, 3)).sum().backward()
                 optimizer.step()
-    finally:
-        monitor.close()
     report = monitor.report("s.py")
     assert report.status == "ok" and report.steps_run == 2
     assert report.notes == ("module (model) is compiled (torch.compile): the modules inside it are not observed",)
     assert [name for name, _ in report.history[0].parameter_norms] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+
+
+def test_close_leaves_an_entry_point_that_someone_rewrapped_after_the_monitor():
+    """close() puts an original back only where the attribute still holds the monitor's wrapper:
+    the script's own wrapper, installed around the monitor's, survives, and the monitor's wrapper
+    inside it passes every call straight on (no step is recorded after close)."""
+    import gradscope as gs
+    from gradscope import autograd, nn
+    from gradscope.autograd import engine
+
+    original = engine.backward
+    model = nn.Linear(2, 1)
+    calls = []
+    try:
+        with _monitor("gradscope", nan=True) as monitor:
+            ours = engine.backward
+            assert ours is not original
+
+            def theirs(*args, **kwargs):
+                calls.append(args)
+                return ours(*args, **kwargs)
+
+            engine.backward = theirs  # the script (or a library) wraps backward after the monitor attached
+            model(gs.ones(1, 2)).sum().backward()
+            assert len(calls) == 1 and len(monitor.step.passes) == 1  # seen by the monitor while attached
+        assert engine.backward is theirs  # theirs survives close()
+        assert autograd.backward is original  # an entry point nobody replaced is restored
+        recorded = len(monitor.history)
+        model.zero_grad()
+        model(gs.ones(1, 2)).sum().backward()
+        assert len(calls) == 2 and model.weight.grad is not None  # through theirs and ours to the original
+        assert len(monitor.history) == recorded and len(monitor.step.passes) == 1  # the monitor saw nothing new
+    finally:
+        engine.backward = original
+
+
+def test_close_restores_the_originals_and_the_monitor_can_attach_again():
+    torch = pytest.importorskip("torch")
+    from torch.amp import GradScaler
+
+    before = (torch.autograd.backward, GradScaler.__dict__["scale"], GradScaler.__dict__["step"])
+    with _monitor("torch", nan=True) as monitor:
+        assert torch.autograd.backward is not before[0]
+        assert GradScaler.__dict__["scale"] is not before[1]
+    assert (torch.autograd.backward, GradScaler.__dict__["scale"], GradScaler.__dict__["step"]) == before
+    assert monitor.engines == []
+    monitor.close()  # idempotent
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with monitor:
+        monitor.attach(get_engine("torch"))
+        model(torch.ones(1, 2)).sum().backward()
+        optimizer.step()
+    assert len(monitor.history) == 1 and torch.autograd.backward is before[0]
+
+
+def test_a_wrapper_left_inside_someone_elses_stays_inert_when_the_monitor_attaches_again():
+    import gradscope as gs
+    from gradscope import nn
+    from gradscope.autograd import engine
+
+    original = engine.backward
+    model = nn.Linear(2, 1)
+    optimizer = gs.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        monitor = _monitor("gradscope")
+        ours = engine.backward
+
+        def theirs(*args, **kwargs):
+            return ours(*args, **kwargs)
+
+        engine.backward = theirs
+        monitor.close()  # ours stays inside theirs
+        monitor.attach(get_engine("gradscope"))  # a new wrapper, around theirs
+        with monitor:
+            assert engine.backward is not theirs
+            model(gs.ones(1, 2)).sum().backward()
+            assert len(monitor.step.passes) == 1  # one pass seen once, by the new wrapper only
+            optimizer.step()
+        assert engine.backward is theirs and len(monitor.history) == 1
+    finally:
+        engine.backward = original
