@@ -14,6 +14,11 @@ F64 = np.dtype(np.float64)
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
 
+def _const(values: np.ndarray) -> Tensor:
+    """``values`` as a tensor without history."""
+    return Tensor._make(np.asarray(values))
+
+
 _SCALAR_ARRAYS: dict = {}
 
 
