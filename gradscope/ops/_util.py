@@ -1,4 +1,5 @@
-"""Helpers shared by the op modules: operand conversion, dtype promotion, unbroadcasting."""
+"""Helpers shared by the op modules: operand conversion, dtype promotion, unbroadcasting, and the
+argument and dtype checks of the nn ops."""
 from __future__ import annotations
 
 import functools

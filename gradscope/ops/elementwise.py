@@ -1,5 +1,6 @@
-"""More elementwise ops: the unary math functions beyond pointwise.py, rounding with PyTorch's
-zero gradient, ternary blends (``lerp``, ``addcmul``, ``addcdiv``) and bitwise logic."""
+"""More elementwise ops: the unary math functions beyond pointwise.py (``lgamma`` and ``hypot``
+among them), rounding with PyTorch's zero gradient, ternary blends (``lerp``, ``addcmul``,
+``addcdiv``), bitwise logic, ``heaviside`` and ``signbit``."""
 from __future__ import annotations
 
 import math

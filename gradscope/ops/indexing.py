@@ -1,4 +1,4 @@
-"""Gather/scatter style ops: gather, scatter_add, index_select, masked_fill, tril/triu."""
+"""Gather/scatter style ops: gather, scatter_add, index_select, masked_fill, masked_scatter, tril/triu."""
 from __future__ import annotations
 
 from typing import Any

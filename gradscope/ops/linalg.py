@@ -1,5 +1,7 @@
-"""Products beyond matmul: einsum, outer, the ``add*mm`` family, tensordot, cdist, and dense
-stand-ins for the sparse products small graph models call (``spmm``, ``sparse.mm``)."""
+"""Products beyond matmul: einsum, outer, the ``add*mm`` family, tensordot, cdist, dense stand-ins
+for the sparse products small graph models call (``spmm``, ``sparse.mm``), determinants and
+solvers; and the products of torch's top level composed from other ops (``cross``, ``kron``,
+``inner``, ``block_diag``, ``matrix_power``, ``multi_dot``)."""
 from __future__ import annotations
 
 import itertools
@@ -469,7 +471,7 @@ def svdvals(input: Tensor) -> Tensor:
     return result(s.astype(a.dtype, copy=False), node)
 
 
-# ============================== products of torch's top level: cross, kron, inner, block_diag, matrix_power, multi_dot
+# ============================== cross, kron, inner, block_diag, matrix_power, multi_dot
 def _cross_last(a: Tensor, b: Tensor, dim: int) -> Tensor:
     a, b = shape.broadcast_tensors(a, b)
     if a.shape[dim] != 3:

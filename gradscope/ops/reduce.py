@@ -1,4 +1,5 @@
-"""Reductions and normalisations: sum, mean, var/std, max/min, logsumexp, norm, softmax."""
+"""Reductions and normalisations: sum, mean, var/std, max/min, logsumexp, norm, softmax, cumulative
+sums (``cumsum``, ``logcumsumexp``), ``renorm``, and integration along a dimension (``trapezoid``)."""
 from __future__ import annotations
 
 import builtins as _builtins

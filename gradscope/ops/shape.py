@@ -1,4 +1,5 @@
-"""Shape ops (views), indexing, concatenation and splitting, copies and dtype conversion."""
+"""Shape ops (views), indexing, concatenation and splitting, copies and dtype conversion, and
+rearrangements (``rot90``, ``cartesian_prod``, ``combinations``)."""
 from __future__ import annotations
 
 import itertools

@@ -1,4 +1,5 @@
-"""Ordering ops: sort, argsort, topk, kthvalue, median, cumulative products and maxima."""
+"""Ordering ops: sort, argsort, topk, kthvalue, median, cumulative products and maxima, unique
+values (``unique``, ``unique_consecutive``)."""
 from __future__ import annotations
 
 from collections import namedtuple
