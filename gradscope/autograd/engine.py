@@ -344,7 +344,9 @@ class _Pass:
     ``deps`` counts the gradients of the leaf accumulators and of the nodes that receive several;
     a node it does not list receives one. With a capture, only the ``relevant`` nodes (those on a
     path to a captured input, and the inputs' own) get gradients, ``needed`` are the ones that
-    run, and ``captured`` collects one gradient per capture entry."""
+    compute (a captured input's own node computes only when another target needs it, or when it
+    is a leaf that ``backward(inputs=...)`` accumulates into), and ``captured`` collects one
+    gradient per capture entry."""
 
     __slots__ = ("task", "deps", "relevant", "needed", "capture_at", "captured", "accumulate",
                  "stored", "check_anomaly", "general", "queue")
@@ -380,27 +382,90 @@ class _Pass:
             needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
         self.needed = needed
 
-    def run_hooked(self, fn: Node, buf: list) -> tuple | None:
-        """Run ``fn``, a node with hooks, a leaf's accumulator, or any node of a pass that
-        captures or checks for anomalies. Returns the gradients of its inputs; None: nothing to
-        hand on (an accumulator, or a node this pass skips)."""
+    def _run_node(self, fn: Node, buf: list) -> tuple | None:
+        """Run ``fn`` on the general path (a node with hooks or several outputs, a leaf's
+        accumulator, a user-defined Function, or any node of a pass that captures or checks for
+        anomalies) with all its hooks, in PyTorch's order: the tensor hooks of each output slot,
+        retain_grad, capture, node pre-hooks, compute (for a leaf's accumulator: accumulate into
+        ``.grad``, then its post-accumulate hooks), node post-hooks; then the engine adapter's
+        observers. Returns the gradients of its inputs; None: nothing to hand on (a leaf's
+        accumulator without hooks, or a node this pass skips)."""
         if fn.__class__ is AccumulateGrad and not (self.general or fn._extras is not None
                                                    or fn.variable._hooks):
             _accumulate(fn, buf[0], False, self.stored)  # no hooks: accumulate, post-accumulate hooks
             return None
-        if not self.check_anomaly:
-            return _run_node_general(fn, buf, self.capture_at, self.captured, self.needed,
-                                      self.accumulate, self.stored)
+        is_acc = type(fn) is AccumulateGrad
+        extras = fn._extras
+        if len(buf) < len(fn._meta):
+            buf += [None] * (len(fn._meta) - len(buf))
+        # tensor hooks of each output slot, then retain_grad capture
+        exposed = False
+        if is_acc:
+            hooks = fn.variable._hooks
+            if hooks:
+                buf[0] = _run_tensor_hooks(hooks, buf[0])
+                exposed = True
+        elif extras is not None and extras.tensor_hooks is not None:
+            _run_slot_hooks(extras.tensor_hooks, buf)
+        if extras is not None and extras.retain is not None:
+            _retain_grads(extras.retain, buf)
+        captured_only = False  # a target of backward(inputs=...) that nothing else needs
+        if self.capture_at and fn in self.capture_at:
+            for nr, index in self.capture_at[fn]:
+                self.captured[index] = buf[nr]
+            if self.needed is not None and fn not in self.needed:
+                if not self.accumulate or extras is None or not (extras.pre_hooks or extras.post_hooks):
+                    return None
+                captured_only = True  # backward() still runs its node hooks (as PyTorch), no compute
+        # node pre-hooks
+        if extras is not None and extras.pre_hooks:
+            exposed = True
+            for hook in tuple(extras.pre_hooks.values()):
+                result = hook(_wrap(buf))
+                if result is not None:
+                    buf = _replace_tuple(result, buf, fn, "hook", [shape for shape, _ in fn._meta])
+        # compute (AccumulateGrad also runs post-accumulate hooks)
+        if is_acc:
+            if self.accumulate:
+                # the post-hooks see the buffer that became ``.grad``, if it did (as PyTorch)
+                buf[0] = _accumulate(fn, buf[0], exposed, self.stored)
+            grads_in = ()
+        elif captured_only or (buf[0] is None if len(buf) == 1 else all(g is None for g in buf)):
+            grads_in = (None,) * len(fn._next)
+        else:
+            grads_in = fn.backward(*buf)
+            if fn._single_input:  # the gradient of the first input; any other input gets None
+                grads_in = (grads_in,) if fn._edges is None and not fn._scalar_operand else \
+                    (grads_in,) + (None,) * (len(fn._next) - 1)
+        # node post-hooks (each sees the same tensors until one returns replacements)
+        if extras is not None and extras.post_hooks:
+            outs = _wrap(buf)
+            ins = _wrap(grads_in)
+            for hook in tuple(extras.post_hooks.values()):
+                result = hook(ins, outs)
+                if result is not None:
+                    expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
+                    grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
+                    ins = _wrap(grads_in)
+        if captured_only:
+            return None
+        # observers (the engine adapter's statistics): the final gradients, as arrays
+        if extras is not None and extras.observers:
+            for observer in tuple(extras.observers):
+                observer(grads_in, buf)
+        return grads_in
+
+    def _run_checked(self, fn: Node, buf: list) -> tuple | None:
+        """``_run_node`` in anomaly mode: check the gradients it computes, and name the node that
+        raised in a warning."""
         try:
-            grads_in = _run_node_general(fn, buf, self.capture_at, self.captured, self.needed,
-                                         self.accumulate, self.stored)
+            grads_in = self._run_node(fn, buf)
             if grads_in is not None:
                 anomaly.check_node(fn, grads_in)
         except Exception:
             anomaly.warn_error_in(fn)
             raise
         return grads_in
-
 
 class _ReadyQueue:
     """The nodes whose gradients have all arrived, and the buffers (one slot per output) of the
@@ -446,9 +511,19 @@ class _ReadyQueue:
 
     def deliver(self, fn: Node, edges: Sequence, grads_in: Sequence) -> tuple:
         """Hand the gradients ``grads_in`` that ``fn`` computed to the input nodes at the ends
-        of ``edges``, queueing each input that became ready. Returns the node for the ready slot
-        and its buffer: the ready input that comes before every queued node, or (None, None)."""
-        deps, relevant, heap = self.deps, self.relevant, self.heap
+        of ``edges``: an input that receives one gradient is ready at once; the gradients of one
+        that receives several are summed in its buffer until the last arrives. Returns the node
+        for the ready slot and its buffer: the ready input that comes before every queued node,
+        or (None, None).
+
+        Summing: the first sum in a slot is a new array, which the engine owns, so later
+        gradients are added into it in place; a gradient as a node returned it may be held
+        elsewhere (by a saved tensor, a hook) and is never summed into.
+
+        This runs for every node with several inputs: its pushes and sums are written out here
+        (a helper call per gradient costs about 1% of a backward pass through an RNN)."""
+        deps, relevant, heap, counter = self.deps, self.relevant, self.heap, self.counter
+        heappush = heapq.heappush
         ready = ready_buf = None
         for (child, nr), g in zip(edges, grads_in):
             if child is None or (relevant is not None and child not in relevant):
@@ -460,60 +535,46 @@ class _ReadyQueue:
             count = deps.get(child, 1)
             if count == 1:  # the child's only gradient: it is ready now
                 if nr == 0:
-                    cbuf = [g]  # (the hooked path pads the buffer of a several-output node)
+                    cbuf = [g]  # (the general path pads the buffer of a several-output node)
                 else:
                     cbuf = [None] * len(child._meta)
                     cbuf[nr] = g
-            else:
-                cbuf = self._add(child, nr, g, count)
-                if cbuf is None:  # more gradients to come
+            else:  # one of several: sum it into the child's buffer
+                left = self.remaining.get(child, count) - 1
+                cbuf = self.waiting.get(child)
+                if cbuf is None:
+                    cbuf = self.waiting[child] = [None] * len(child._meta)
+                    cbuf[nr] = g
+                elif g is not None:
+                    old = cbuf[nr]
+                    if old is None:
+                        cbuf[nr] = g
+                    elif (child, nr) in self.owned:
+                        np.add(old, g, old)
+                    else:
+                        total = old + g
+                        if total.__class__ is np.ndarray and total.ndim:
+                            self.owned.add((child, nr))
+                        else:
+                            total = np.asarray(total)
+                        cbuf[nr] = total
+                if left:  # more gradients to come
+                    self.remaining[child] = left
                     continue
+                del self.waiting[child]
             # the child is ready: it takes the ready slot unless a queued node comes first
             seq = child._seq
             if ready is None:
                 if heap and -heap[0][0] >= seq:
-                    self.push(child, cbuf)
+                    heappush(heap, (-seq, next(counter), child, cbuf))
                 else:
                     ready, ready_buf = child, cbuf
             elif seq > ready._seq:
-                self.push(ready, ready_buf)
+                heappush(heap, (-ready._seq, next(counter), ready, ready_buf))
                 ready, ready_buf = child, cbuf
             else:
-                self.push(child, cbuf)
+                heappush(heap, (-seq, next(counter), child, cbuf))
         return ready, ready_buf
-
-    def _add(self, child: Node, nr: int, g: np.ndarray | None, count: int) -> list | None:
-        """Add ``g`` into slot ``nr`` of the buffer of ``child``, one of ``count`` gradients it
-        receives. Returns the buffer once the last has arrived, else None.
-
-        The first sum in a slot is a new array, which the engine owns: later gradients are added
-        into it in place. (A gradient as a node returned it may be held elsewhere, by a saved
-        tensor or a hook, so it is never summed into.)"""
-        waiting = self.waiting
-        left = self.remaining.get(child, count) - 1
-        cbuf = waiting.get(child)
-        if cbuf is None:
-            cbuf = waiting[child] = [None] * len(child._meta)
-            cbuf[nr] = g
-        elif g is not None:
-            old = cbuf[nr]
-            if old is None:
-                cbuf[nr] = g
-            elif (child, nr) in self.owned:
-                np.add(old, g, old)
-            else:
-                total = old + g
-                if total.__class__ is np.ndarray and total.ndim:
-                    self.owned.add((child, nr))
-                else:
-                    total = np.asarray(total)
-                cbuf[nr] = total
-        if left:
-            self.remaining[child] = left
-            return None
-        del waiting[child]
-        return cbuf
-
 
 @contextlib.contextmanager
 def _backward_mode(task: GraphTask) -> Iterator[None]:
@@ -546,8 +607,9 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     its gradient to a one-input node that is ready at once and runs next (a chain): on a chain
     of tiny ops a helper call per node would cost several percent of the whole pass."""
     run = _Pass([make_edge(t) for t in outputs], root_grads, capture, accumulate)
-    queue, deps, relevant, general = run.queue, run.deps, run.relevant, run.general
-    heap, heappop, freed = queue.heap, heapq.heappop, _FREED
+    deps, relevant, general = run.deps, run.relevant, run.general
+    run_hooked = run._run_checked if run.check_anomaly else run._run_node
+    heap, deliver, heappop, freed = run.queue.heap, run.queue.deliver, heapq.heappop, _FREED
     ready = ready_buf = None  # the ready slot: the next node to run and its buffer
     with _backward_mode(run.task):
         while True:
@@ -559,7 +621,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             else:
                 break
             if general or fn._slow or fn._extras is not None:
-                grads_in = run.run_hooked(fn, buf)
+                grads_in = run_hooked(fn, buf)
                 if grads_in is None:
                     continue
             else:  # one output, no hooks of any kind
@@ -592,78 +654,10 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 grads_in, edges = (g,), ((child, nr),)
             else:  # (a one-input node stored flat has no edge tuple)
                 edges = fn._next if fn._edges is None else fn._edges
-            ready, ready_buf = queue.deliver(fn, edges, grads_in)
+            ready, ready_buf = deliver(fn, edges, grads_in)
         for callback in run.task.callbacks:
             callback()
     return run.captured
-
-
-def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, needed: set | None,
-                      accumulate: bool, stored: dict) -> tuple | None:
-    """Run one node with all its hooks, in PyTorch's order: the tensor hooks of each output slot,
-    retain_grad, capture, node pre-hooks, compute (for a leaf's accumulator: accumulate into
-    ``.grad``, then its post-accumulate hooks), node post-hooks; then the engine adapter's
-    observers. None means: skip it."""
-    is_acc = type(fn) is AccumulateGrad
-    extras = fn._extras
-    if len(buf) < len(fn._meta):
-        buf += [None] * (len(fn._meta) - len(buf))
-    # tensor hooks of each output slot, then retain_grad capture
-    exposed = False
-    if is_acc:
-        hooks = fn.variable._hooks
-        if hooks:
-            buf[0] = _run_tensor_hooks(hooks, buf[0])
-            exposed = True
-    elif extras is not None and extras.tensor_hooks is not None:
-        _run_slot_hooks(extras.tensor_hooks, buf)
-    if extras is not None and extras.retain is not None:
-        _retain_grads(extras.retain, buf)
-    captured_only = False  # a target of backward(inputs=...) that nothing else needs
-    if capture_at and fn in capture_at:
-        for nr, index in capture_at[fn]:
-            captured[index] = buf[nr]
-        if needed is not None and fn not in needed:
-            if not accumulate or extras is None or not (extras.pre_hooks or extras.post_hooks):
-                return None
-            captured_only = True  # backward() still runs its node hooks (as PyTorch), no compute
-    # node pre-hooks
-    if extras is not None and extras.pre_hooks:
-        exposed = True
-        for hook in tuple(extras.pre_hooks.values()):
-            result = hook(_wrap(buf))
-            if result is not None:
-                buf = _replace_tuple(result, buf, fn, "hook", [shape for shape, _ in fn._meta])
-    # compute (AccumulateGrad also runs post-accumulate hooks)
-    if is_acc:
-        if accumulate:
-            # the post-hooks see the buffer that became ``.grad``, if it did (as PyTorch)
-            buf[0] = _accumulate(fn, buf[0], exposed, stored)
-        grads_in = ()
-    elif captured_only or (buf[0] is None if len(buf) == 1 else all(g is None for g in buf)):
-        grads_in = (None,) * len(fn._next)
-    else:
-        grads_in = fn.backward(*buf)
-        if fn._single_input:  # the gradient of the first input; any other input gets None
-            grads_in = (grads_in,) if fn._edges is None and not fn._scalar_operand else \
-                (grads_in,) + (None,) * (len(fn._next) - 1)
-    # node post-hooks (each sees the same tensors until one returns replacements)
-    if extras is not None and extras.post_hooks:
-        outs = _wrap(buf)
-        ins = _wrap(grads_in)
-        for hook in tuple(extras.post_hooks.values()):
-            result = hook(ins, outs)
-            if result is not None:
-                expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
-                grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
-                ins = _wrap(grads_in)
-    if captured_only:
-        return None
-    # observers (the engine adapter's statistics): the final gradients, as arrays
-    if extras is not None and extras.observers:
-        for observer in tuple(extras.observers):
-            observer(grads_in, buf)
-    return grads_in
 
 
 def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stored: dict) -> np.ndarray | None:
