@@ -487,9 +487,6 @@ class _ReadyQueue:
         self.remaining: dict = {}  # node -> how many of its gradients are still to come
         self.owned: set = set()  # (node, slot) of the buffer slots holding a sum the engine allocated
 
-    def push(self, node: Node, buf: list) -> None:
-        heapq.heappush(self.heap, (-node._seq, next(self.counter), node, buf))
-
     def receive_roots(self, root_nodes: list, root_edges: list, root_grads: list) -> None:
         """Deliver the gradients the caller gave for the outputs (summed where an output appears
         twice); a root node that receives no other gradient is queued."""
@@ -505,7 +502,7 @@ class _ReadyQueue:
             if node in waiting:
                 count = self.deps.get(node, 1)
                 if count == 1:
-                    self.push(node, waiting.pop(node))
+                    heapq.heappush(self.heap, (-node._seq, next(self.counter), node, waiting.pop(node)))
                 else:  # its root gradient has arrived
                     self.remaining[node] = count - 1
 
