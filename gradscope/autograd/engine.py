@@ -506,72 +506,37 @@ class _ReadyQueue:
                 else:  # its root gradient has arrived
                     self.remaining[node] = count - 1
 
-    def deliver(self, fn: Node, edges: Sequence, grads_in: Sequence) -> tuple:
-        """Hand the gradients ``grads_in`` that ``fn`` computed to the input nodes at the ends
-        of ``edges``: an input that receives one gradient is ready at once; the gradients of one
-        that receives several are summed in its buffer until the last arrives. Returns the node
-        for the ready slot and its buffer: the ready input that comes before every queued node,
-        or (None, None).
+    def add(self, child: Node, nr: int, g: np.ndarray | None, count: int) -> list | None:
+        """Add ``g`` into slot ``nr`` of the buffer of ``child``, one of the ``count`` gradients
+        it receives. Returns the buffer once the last has arrived, else None.
 
-        Summing: the first sum in a slot is a new array, which the engine owns, so later
-        gradients are added into it in place; a gradient as a node returned it may be held
-        elsewhere (by a saved tensor, a hook) and is never summed into.
-
-        This runs for every node with several inputs: its pushes and sums are written out here
-        (a helper call per gradient costs about 1% of a backward pass through an RNN)."""
-        deps, relevant, heap, counter = self.deps, self.relevant, self.heap, self.counter
-        heappush = heapq.heappush
-        ready = ready_buf = None
-        for (child, nr), g in zip(edges, grads_in):
-            if child is None or (relevant is not None and child not in relevant):
-                continue
-            if g is not None:
-                shape, dtype = child._meta[nr]
-                if g.shape != shape or g.dtype is not dtype:
-                    g = _conform(fn, g, shape, dtype)
-            count = deps.get(child, 1)
-            if count == 1:  # the child's only gradient: it is ready now
-                if nr == 0:
-                    cbuf = [g]  # (the general path pads the buffer of a several-output node)
-                else:
-                    cbuf = [None] * len(child._meta)
-                    cbuf[nr] = g
-            else:  # one of several: sum it into the child's buffer
-                left = self.remaining.get(child, count) - 1
-                cbuf = self.waiting.get(child)
-                if cbuf is None:
-                    cbuf = self.waiting[child] = [None] * len(child._meta)
-                    cbuf[nr] = g
-                elif g is not None:
-                    old = cbuf[nr]
-                    if old is None:
-                        cbuf[nr] = g
-                    elif (child, nr) in self.owned:
-                        np.add(old, g, old)
-                    else:
-                        total = old + g
-                        if total.__class__ is np.ndarray and total.ndim:
-                            self.owned.add((child, nr))
-                        else:
-                            total = np.asarray(total)
-                        cbuf[nr] = total
-                if left:  # more gradients to come
-                    self.remaining[child] = left
-                    continue
-                del self.waiting[child]
-            # the child is ready: it takes the ready slot unless a queued node comes first
-            seq = child._seq
-            if ready is None:
-                if heap and -heap[0][0] >= seq:
-                    heappush(heap, (-seq, next(counter), child, cbuf))
-                else:
-                    ready, ready_buf = child, cbuf
-            elif seq > ready._seq:
-                heappush(heap, (-ready._seq, next(counter), ready, ready_buf))
-                ready, ready_buf = child, cbuf
+        The first sum in a slot is a new array, which the engine owns, so later gradients are
+        added into it in place; a gradient as a node returned it may be held elsewhere (by a
+        saved tensor, a hook) and is never summed into."""
+        waiting = self.waiting
+        left = self.remaining.get(child, count) - 1
+        cbuf = waiting.get(child)
+        if cbuf is None:
+            cbuf = waiting[child] = [None] * len(child._meta)
+            cbuf[nr] = g
+        elif g is not None:
+            old = cbuf[nr]
+            if old is None:
+                cbuf[nr] = g
+            elif (child, nr) in self.owned:
+                np.add(old, g, old)
             else:
-                heappush(heap, (-seq, next(counter), child, cbuf))
-        return ready, ready_buf
+                total = old + g
+                if total.__class__ is np.ndarray and total.ndim:
+                    self.owned.add((child, nr))
+                else:
+                    total = np.asarray(total)
+                cbuf[nr] = total
+        if left:
+            self.remaining[child] = left
+            return None
+        del waiting[child]
+        return cbuf
 
 @contextlib.contextmanager
 def _backward_mode(task: GraphTask) -> Iterator[None]:
@@ -600,13 +565,18 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
     then, while a node is ready, take the one with the highest sequence number, run it (with
     its hooks, if it has any) and deliver the gradients it computes to its inputs.
 
-    A plain node (no hooks, one output) runs inline in the loop, and so does the hand-over of
-    its gradient to a one-input node that is ready at once and runs next (a chain): on a chain
-    of tiny ops a helper call per node would cost several percent of the whole pass."""
+    The per-node work of the plain case is written out in the loop rather than called: running
+    a node without hooks, the hand-over of its gradient to a one-input node that is ready at
+    once and runs next (a chain), and the delivery of the gradients of a node with several
+    inputs. A helper call per node costs several percent of a pass through a chain of tiny ops,
+    and about 2% of one through an RNN (the ``chain`` and ``rnn`` workloads of
+    tests/benchmarks/bench_engine.py). The rest is in helpers: nodes with hooks
+    (``_Pass._run_node``), sums of several gradients (``_ReadyQueue.add``), ``_conform``."""
     run = _Pass([make_edge(t) for t in outputs], root_grads, capture, accumulate)
     deps, relevant, general = run.deps, run.relevant, run.general
     run_hooked = run._run_checked if run.check_anomaly else run._run_node
-    heap, deliver, heappop, freed = run.queue.heap, run.queue.deliver, heapq.heappop, _FREED
+    queue, freed = run.queue, _FREED
+    heap, counter, add, heappush, heappop = queue.heap, queue.counter, queue.add, heapq.heappush, heapq.heappop
     ready = ready_buf = None  # the ready slot: the next node to run and its buffer
     with _backward_mode(run.task):
         while True:
@@ -651,7 +621,37 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
                 grads_in, edges = (g,), ((child, nr),)
             else:  # (a one-input node stored flat has no edge tuple)
                 edges = fn._next if fn._edges is None else fn._edges
-            ready, ready_buf = deliver(fn, edges, grads_in)
+            # deliver each gradient to its input node, which is ready once it has all of them
+            for (child, nr), g in zip(edges, grads_in):
+                if child is None or (relevant is not None and child not in relevant):
+                    continue
+                if g is not None:
+                    shape, dtype = child._meta[nr]
+                    if g.shape != shape or g.dtype is not dtype:
+                        g = _conform(fn, g, shape, dtype)
+                count = deps.get(child, 1)
+                if count == 1:  # the child's only gradient
+                    if nr == 0:
+                        cbuf = [g]  # (the general path pads the buffer of a several-output node)
+                    else:
+                        cbuf = [None] * len(child._meta)
+                        cbuf[nr] = g
+                else:
+                    cbuf = add(child, nr, g, count)
+                    if cbuf is None:  # more gradients to come
+                        continue
+                # the child is ready: it takes the ready slot unless a queued node comes first
+                seq = child._seq
+                if ready is None:
+                    if heap and -heap[0][0] >= seq:
+                        heappush(heap, (-seq, next(counter), child, cbuf))
+                    else:
+                        ready, ready_buf = child, cbuf
+                elif seq > ready._seq:
+                    heappush(heap, (-ready._seq, next(counter), ready, ready_buf))
+                    ready, ready_buf = child, cbuf
+                else:
+                    heappush(heap, (-seq, next(counter), child, cbuf))
         for callback in run.task.callbacks:
             callback()
     return run.captured
