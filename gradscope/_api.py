@@ -59,10 +59,13 @@ from gradscope import optim  # noqa: E402
 from gradscope.serialization import load, save  # noqa: E402
 from gradscope.errors import GradscopeError
 from gradscope.autograd.anomaly import is_anomaly_enabled, set_anomaly_enabled  # noqa: E402
-from gradscope.ops.extra import (block_diag, cartesian_prod, chain_matmul, combinations, cov, cross,  # noqa: E402
-                                 heaviside, hypot, inner, kron, lgamma, logcumsumexp, masked_scatter, matrix_power,
-                                 mode, nanquantile, quantile, renorm, rot90, signbit, trapezoid, trapz,
-                                 unique_consecutive)
+from gradscope.ops.elementwise import heaviside, hypot, lgamma, signbit  # noqa: E402
+from gradscope.ops.indexing import masked_scatter  # noqa: E402
+from gradscope.ops.linalg import block_diag, chain_matmul, cross, inner, kron, matrix_power  # noqa: E402
+from gradscope.ops.reduce import logcumsumexp, renorm, trapezoid, trapz  # noqa: E402
+from gradscope.ops.shape import cartesian_prod, combinations, rot90  # noqa: E402
+from gradscope.ops.sorting import unique_consecutive  # noqa: E402
+from gradscope.ops.statistics import cov, mode, nanquantile, quantile  # noqa: E402
 from gradscope.nn.functional import cosine_similarity, pairwise_distance, pdist  # noqa: E402
 from gradscope.ops.decompositions import pinverse, qr_legacy as qr, svd_legacy as svd  # noqa: E402
 

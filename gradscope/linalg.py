@@ -8,9 +8,8 @@ from gradscope.autograd.tensor import Tensor
 from gradscope.ops import pointwise, reduce, shape
 from gradscope.ops.arith import matmul
 from gradscope.ops.decompositions import eigh, eigvalsh, pinv, qr, svd
-from gradscope.ops.extra import linalg_cross as cross
-from gradscope.ops.extra import matrix_power, multi_dot
-from gradscope.ops.linalg import cholesky, det, inv, slogdet, solve, solve_triangular, svdvals
+from gradscope.ops.linalg import cholesky, det, inv, matrix_power, multi_dot, slogdet, solve, solve_triangular, svdvals
+from gradscope.ops.linalg import linalg_cross as cross
 
 __all__ = ["cholesky", "cross", "det", "eigh", "eigvalsh", "inv", "pinv", "qr", "svd", "matmul", "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet",
            "solve", "solve_triangular", "svdvals", "vector_norm"]

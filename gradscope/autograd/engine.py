@@ -6,8 +6,10 @@ receive several gradients (and the accumulators), so that a chain of a million n
 million-entry dict."""
 from __future__ import annotations
 
+import contextlib
 import heapq
-from typing import Any, Callable, Sequence
+import itertools
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -30,7 +32,8 @@ class GraphTask:
         self.callbacks: list = []
 
     def will_execute(self, node: Node) -> bool:
-        """Whether ``node`` is reached by this backward call (E4 of the hook contract)."""
+        """Whether ``node`` runs in this backward call: it is reached from the roots and, when the
+        call has inputs (``autograd.grad``, ``backward(inputs=...)``), on a path to one of them."""
         if self.relevant is not None:
             return node in self.relevant
         if self.reachable is None:
@@ -207,7 +210,8 @@ def _count_dependencies(root_nodes: list, every_node: bool = False) -> dict:
 
 
 def _restrict(root_nodes: list, deps: dict, targets: set) -> tuple[set, dict]:
-    """Nodes on a path to a target (E4) and the gradients each of them receives from them."""
+    """The nodes on a path to a target (with inputs given, only those run) and how many
+    gradients each of them and each target receives along such paths."""
     parents: dict = {}
     for fn in deps:
         for child, _ in fn._next:
@@ -322,71 +326,259 @@ def _replace_tuple(result: Any, old: list, fn: Node, what: str, expected: list) 
     return new
 
 
-def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: list | None,
-                 accumulate: bool) -> list:
-    """Run one backward pass. Returns the captured gradients (one per ``capture`` entry)."""
-    root_edges = [make_edge(t) for t in outputs]
-    root_nodes = []
-    for node, _ in root_edges:
-        if node not in root_nodes:
-            root_nodes.append(node)
-    task = GraphTask(root_nodes)
-    relevant = None
-    needed = None
-    captured: list = []
-    capture_at: dict = {}
-    if capture is None:
-        deps = _count_dependencies(root_nodes)
-    else:
+def _unique_nodes(edges: list) -> list:
+    """The nodes of ``edges``, each once, in order."""
+    nodes: list = []
+    for node, _ in edges:
+        if node not in nodes:
+            nodes.append(node)
+    return nodes
+
+
+class _Pass:
+    """What one backward pass computes: how many gradients each node receives and, when the pass
+    captures gradients (``backward(inputs=...)``, ``autograd.grad``), where it reads them and
+    which nodes it must run to get there; and its queue of ready nodes, holding the roots'
+    gradients.
+
+    ``deps`` counts the gradients of the leaf accumulators and of the nodes that receive several;
+    a node it does not list receives one. With a capture, only the ``relevant`` nodes (those on a
+    path to a captured input, and the inputs' own) get gradients, ``needed`` are the ones that
+    compute (a captured input's own node computes only when another target needs it, or when it
+    is a leaf that ``backward(inputs=...)`` accumulates into), and ``captured`` collects one
+    gradient per capture entry."""
+
+    __slots__ = ("task", "deps", "relevant", "needed", "capture_at", "captured", "accumulate",
+                 "stored", "check_anomaly", "general", "queue")
+
+    def __init__(self, root_edges: list, root_grads: list, capture: list | None, accumulate: bool) -> None:
+        root_nodes = _unique_nodes(root_edges)
+        self.task = task = GraphTask(root_nodes)
+        self.relevant = self.needed = None
+        self.captured: list = []
+        self.capture_at: dict = {}  # node -> [(output number, index into captured)]
+        self.accumulate = accumulate
+        self.stored: dict = {}  # id -> array of every gradient stored into a .grad by this pass
+        self.check_anomaly = anomaly.state.enabled
+        self.general = capture is not None or self.check_anomaly  # every node takes the hooked path
+        if capture is None:
+            self.deps = _count_dependencies(root_nodes)
+        else:
+            self._restrict_to(root_nodes, capture)
+        self.queue = _ReadyQueue(self.deps, self.relevant)
+        self.queue.receive_roots(root_nodes, root_edges, root_grads)
+
+    def _restrict_to(self, root_nodes: list, capture: list) -> None:
+        """Count the gradients of the nodes on a path to a captured input only."""
+        task = self.task
         reachable = task.reachable = _count_dependencies(root_nodes, every_node=True)
-        captured = [None] * len(capture)
+        self.captured = [None] * len(capture)
         for index, ((node, nr), _tensor) in enumerate(capture):
-            capture_at.setdefault(node, []).append((nr, index))
-        targets = {node for node in capture_at if node in reachable}
-        needed, deps = _restrict(root_nodes, reachable, targets)
-        relevant = needed | targets
-        task.relevant = relevant
-        if accumulate:
+            self.capture_at.setdefault(node, []).append((nr, index))
+        targets = {node for node in self.capture_at if node in reachable}
+        needed, self.deps = _restrict(root_nodes, reachable, targets)
+        self.relevant = task.relevant = needed | targets
+        if self.accumulate:  # backward(inputs=...) accumulates into the leaves it captures
             needed = needed | {n for n in targets if isinstance(n, AccumulateGrad)}
+        self.needed = needed
 
-    buffers: dict = {}  # node -> gradient buffer (one slot per output) of nodes still waiting
-    heap: list = []  # (-sequence number, counter, node, its buffer) of the ready nodes
-    counter = 0
-    for (node, nr), g in zip(root_edges, root_grads):
-        if relevant is not None and node not in relevant:
-            continue
-        buf = buffers.get(node)
-        if buf is None:
-            buf = buffers[node] = [None] * len(node._meta)
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
-    # ``deps`` counts the gradients of the nodes that receive several (a node it does not list
-    # receives one: it is ready on arrival); ``remaining``, how many are still to come.
-    remaining: dict = {}
-    for node in root_nodes:
-        if node in buffers:
-            count = deps.get(node, 1)
-            if count == 1:
-                heapq.heappush(heap, (-node._seq, counter, node, buffers.pop(node)))
-                counter += 1
-            else:  # its root gradient has arrived
-                remaining[node] = count - 1
+    def _run_node(self, fn: Node, buf: list) -> tuple | None:
+        """Run ``fn`` on the general path (a node with hooks or several outputs, a leaf's
+        accumulator, a user-defined Function, or any node of a pass that captures or checks for
+        anomalies) with all its hooks, in PyTorch's order: the tensor hooks of each output slot,
+        retain_grad, capture, node pre-hooks, compute (for a leaf's accumulator: accumulate into
+        ``.grad``, then its post-accumulate hooks), node post-hooks; then the engine adapter's
+        observers. Returns the gradients of its inputs; None: nothing to hand on (a leaf's
+        accumulator without hooks, or a node this pass skips)."""
+        if fn.__class__ is AccumulateGrad and not (self.general or fn._extras is not None
+                                                   or fn.variable._hooks):
+            _accumulate(fn, buf[0], False, self.stored)  # no hooks: accumulate, post-accumulate hooks
+            return None
+        is_acc = type(fn) is AccumulateGrad
+        extras = fn._extras
+        if len(buf) < len(fn._meta):
+            buf += [None] * (len(fn._meta) - len(buf))
+        # tensor hooks of each output slot, then retain_grad capture
+        exposed = False
+        if is_acc:
+            hooks = fn.variable._hooks
+            if hooks:
+                buf[0] = _run_tensor_hooks(hooks, buf[0])
+                exposed = True
+        elif extras is not None and extras.tensor_hooks is not None:
+            _run_slot_hooks(extras.tensor_hooks, buf)
+        if extras is not None and extras.retain is not None:
+            _retain_grads(extras.retain, buf)
+        captured_only = False  # a target of backward(inputs=...) that nothing else needs
+        if self.capture_at and fn in self.capture_at:
+            for nr, index in self.capture_at[fn]:
+                self.captured[index] = buf[nr]
+            if self.needed is not None and fn not in self.needed:
+                if not self.accumulate or extras is None or not (extras.pre_hooks or extras.post_hooks):
+                    return None
+                captured_only = True  # backward() still runs its node hooks (as PyTorch), no compute
+        # node pre-hooks
+        if extras is not None and extras.pre_hooks:
+            exposed = True
+            for hook in tuple(extras.pre_hooks.values()):
+                result = hook(_wrap(buf))
+                if result is not None:
+                    buf = _replace_tuple(result, buf, fn, "hook", [shape for shape, _ in fn._meta])
+        # compute (AccumulateGrad also runs post-accumulate hooks)
+        if is_acc:
+            if self.accumulate:
+                # the post-hooks see the buffer that became ``.grad``, if it did (as PyTorch)
+                buf[0] = _accumulate(fn, buf[0], exposed, self.stored)
+            grads_in = ()
+        elif captured_only or (buf[0] is None if len(buf) == 1 else all(g is None for g in buf)):
+            grads_in = (None,) * len(fn._next)
+        else:
+            grads_in = fn.backward(*buf)
+            if fn._single_input:  # the gradient of the first input; any other input gets None
+                grads_in = (grads_in,) if fn._edges is None and not fn._scalar_operand else \
+                    (grads_in,) + (None,) * (len(fn._next) - 1)
+        # node post-hooks (each sees the same tensors until one returns replacements)
+        if extras is not None and extras.post_hooks:
+            outs = _wrap(buf)
+            ins = _wrap(grads_in)
+            for hook in tuple(extras.post_hooks.values()):
+                result = hook(ins, outs)
+                if result is not None:
+                    expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
+                    grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
+                    ins = _wrap(grads_in)
+        if captured_only:
+            return None
+        # observers (the engine adapter's statistics): the final gradients, as arrays
+        if extras is not None and extras.observers:
+            for observer in tuple(extras.observers):
+                observer(grads_in, buf)
+        return grads_in
 
-    check_anomaly = anomaly.state.enabled
-    prev_mode = grad_mode._state.enabled
-    saved_hooks = saved_tensor_hooks_stack[:]  # put back when the pass ends (as PyTorch)
+    def _run_checked(self, fn: Node, buf: list) -> tuple | None:
+        """``_run_node`` in anomaly mode: check the gradients it computes, and name the node that
+        raised in a warning."""
+        try:
+            grads_in = self._run_node(fn, buf)
+            if grads_in is not None:
+                anomaly.check_node(fn, grads_in)
+        except Exception:
+            anomaly.warn_error_in(fn)
+            raise
+        return grads_in
+
+class _ReadyQueue:
+    """The nodes whose gradients have all arrived, and the buffers (one slot per output) of the
+    nodes still waiting for some.
+
+    Ready nodes wait in a heap keyed on descending sequence number, ties in readiness order. The
+    one the heap would give next is often known as soon as it becomes ready: its sequence number
+    is above every queued one. ``run_backward`` then keeps it in a slot of its own (the *ready
+    slot*) instead of pushing and popping it; in a chain every node goes through that slot."""
+
+    __slots__ = ("heap", "counter", "deps", "relevant", "waiting", "remaining", "owned")
+
+    def __init__(self, deps: dict, relevant: set | None) -> None:
+        self.heap: list = []  # (-sequence number, counter, node, its buffer)
+        self.counter = itertools.count()
+        self.deps = deps
+        self.relevant = relevant
+        self.waiting: dict = {}  # node -> its buffer, for the nodes still waiting for gradients
+        self.remaining: dict = {}  # node -> how many of its gradients are still to come
+        self.owned: set = set()  # (node, slot) of the buffer slots holding a sum the engine allocated
+
+    def receive_roots(self, root_nodes: list, root_edges: list, root_grads: list) -> None:
+        """Deliver the gradients the caller gave for the outputs (summed where an output appears
+        twice); a root node that receives no other gradient is queued."""
+        waiting, relevant = self.waiting, self.relevant
+        for (node, nr), g in zip(root_edges, root_grads):
+            if relevant is not None and node not in relevant:
+                continue
+            buf = waiting.get(node)
+            if buf is None:
+                buf = waiting[node] = [None] * len(node._meta)
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+        for node in root_nodes:
+            if node in waiting:
+                count = self.deps.get(node, 1)
+                if count == 1:
+                    heapq.heappush(self.heap, (-node._seq, next(self.counter), node, waiting.pop(node)))
+                else:  # its root gradient has arrived
+                    self.remaining[node] = count - 1
+
+    def add(self, child: Node, nr: int, g: np.ndarray | None, count: int) -> list | None:
+        """Add ``g`` into slot ``nr`` of the buffer of ``child``, one of the ``count`` gradients
+        it receives. Returns the buffer once the last has arrived, else None.
+
+        The first sum in a slot is a new array, which the engine owns, so later gradients are
+        added into it in place; a gradient as a node returned it may be held elsewhere (by a
+        saved tensor, a hook) and is never summed into."""
+        waiting = self.waiting
+        left = self.remaining.get(child, count) - 1
+        cbuf = waiting.get(child)
+        if cbuf is None:
+            cbuf = waiting[child] = [None] * len(child._meta)
+            cbuf[nr] = g
+        elif g is not None:
+            old = cbuf[nr]
+            if old is None:
+                cbuf[nr] = g
+            elif (child, nr) in self.owned:
+                np.add(old, g, old)
+            else:
+                total = old + g
+                if total.__class__ is np.ndarray and total.ndim:
+                    self.owned.add((child, nr))
+                else:
+                    total = np.asarray(total)
+                cbuf[nr] = total
+        if left:
+            self.remaining[child] = left
+            return None
+        del waiting[child]
+        return cbuf
+
+@contextlib.contextmanager
+def _backward_mode(task: GraphTask) -> Iterator[None]:
+    """The state a backward pass runs in, put back when it ends: grad mode off, ``task`` the
+    current task, no numpy warnings (IEEE results, inf and nan, are what the user asked for),
+    and the saved-tensor hooks stack as it was before (as PyTorch)."""
+    grad_enabled = grad_mode._state.enabled
+    saved_hooks = saved_tensor_hooks_stack[:]
     grad_mode._state.enabled = False
     _active_tasks.append(task)
-    heappush, heappop = heapq.heappush, heapq.heappop
-    freed = _FREED
-    stored: dict = {}  # id -> array of every gradient stored into a .grad by this pass
-    general = capture is not None or check_anomaly  # every node needs the general path
-    owned: set = set()  # buffer slots holding an array the engine allocated itself
-    # The next node to run and its buffer, kept out of the heap: it is the one the heap would
-    # pop next (its sequence number is above every queued one). In a chain every node is.
-    ready = ready_buf = None
-    errstate = np.errstate(divide="ignore", invalid="ignore", over="ignore")
-    errstate.__enter__()  # IEEE results (inf/nan) are what the user asked for; no numpy warnings
     try:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            yield
+    finally:
+        _active_tasks.pop()
+        grad_mode._state.enabled = grad_enabled
+        if saved_tensor_hooks_stack != saved_hooks:
+            saved_tensor_hooks_stack[:] = saved_hooks
+
+
+def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: list | None,
+                 accumulate: bool) -> list:
+    """Run one backward pass. Returns the captured gradients (one per ``capture`` entry).
+
+    The schedule: count the gradients each node will receive; deliver the roots' gradients;
+    then, while a node is ready, take the one with the highest sequence number, run it (with
+    its hooks, if it has any) and deliver the gradients it computes to its inputs.
+
+    The per-node work of the plain case is written out in the loop rather than called: running
+    a node without hooks, the hand-over of its gradient to a one-input node that is ready at
+    once and runs next (a chain), and the delivery of the gradients of a node with several
+    inputs. A helper call per node costs several percent of a pass through a chain of tiny ops,
+    and about 2% of one through an RNN (the ``chain`` and ``rnn`` workloads of
+    tests/benchmarks/bench_engine.py). The rest is in helpers: nodes with hooks
+    (``_Pass._run_node``), sums of several gradients (``_ReadyQueue.add``), ``_conform``."""
+    run = _Pass([make_edge(t) for t in outputs], root_grads, capture, accumulate)
+    deps, relevant, general = run.deps, run.relevant, run.general
+    run_hooked = run._run_checked if run.check_anomaly else run._run_node
+    queue, freed = run.queue, _FREED
+    heap, counter, add, heappush, heappop = queue.heap, queue.counter, queue.add, heapq.heappush, heapq.heappop
+    ready = ready_buf = None  # the ready slot: the next node to run and its buffer
+    with _backward_mode(run.task):
         while True:
             if ready is not None:
                 fn, buf = ready, ready_buf
@@ -396,21 +588,7 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             else:
                 break
             if general or fn._slow or fn._extras is not None:
-                if fn.__class__ is AccumulateGrad and not (general or fn._extras is not None
-                                                           or fn.variable._hooks):
-                    # a leaf's accumulator without node or tensor hooks: E5 steps 4-5 only
-                    _accumulate(fn, buf[0], False, stored)
-                    continue
-                if check_anomaly:
-                    try:
-                        grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
-                        if grads_in is not None:
-                            anomaly.check_node(fn, grads_in)
-                    except Exception:
-                        anomaly.warn_error_in(fn)
-                        raise
-                else:
-                    grads_in = _run_node_general(fn, buf, capture_at, captured, needed, accumulate, stored)
+                grads_in = run_hooked(fn, buf)
                 if grads_in is None:
                     continue
             else:  # one output, no hooks of any kind
@@ -426,165 +604,61 @@ def run_backward(outputs: tuple, root_grads: list, keep_graph: bool, capture: li
             if not keep_graph and fn._saved is not None:
                 fn._saved = freed
                 fn._vcs = ()
-            if grads_in is None:
-                # One input whose only gradient this is, running next (a chain): hand it over
-                # without the loop over edges below, its buffer look-ups and the heap.
-                child = fn._in
+            if grads_in is None:  # (a plain one-input node)
+                child, nr = fn._in, fn._in_nr
                 if child is None:
                     continue
-                nr = fn._in_nr
                 if (nr == 0 and relevant is None and child not in deps
                         and (not heap or -heap[0][0] < child._seq)):
+                    # the chain hand-over: its only gradient, and it runs next
                     if g is not None:
                         shape, dtype = child._meta[0]
-                        if g.shape != shape:
-                            g = _fix_shape(fn, g, shape)
-                        if g.dtype is not dtype and g.dtype != dtype:
-                            g = g.astype(dtype)
+                        if g.shape != shape or g.dtype is not dtype:
+                            g = _conform(fn, g, shape, dtype)
                     buf[0] = g  # (the node's one-slot buffer, which it no longer needs)
                     ready, ready_buf = child, buf
                     continue
-                grads_in = (g,)
-                edges = ((child, nr),)
-            else:
-                edges = fn._edges
-                if edges is None:  # a one-input node stored flat, run on the general path
-                    edges = fn._next
-            # hand the gradients to the input nodes
+                grads_in, edges = (g,), ((child, nr),)
+            else:  # (a one-input node stored flat has no edge tuple)
+                edges = fn._next if fn._edges is None else fn._edges
+            # deliver each gradient to its input node, which is ready once it has all of them
             for (child, nr), g in zip(edges, grads_in):
                 if child is None or (relevant is not None and child not in relevant):
                     continue
                 if g is not None:
                     shape, dtype = child._meta[nr]
-                    if g.shape != shape:
-                        g = _fix_shape(fn, g, shape)
-                    if g.dtype is not dtype and g.dtype != dtype:
-                        g = g.astype(dtype)
+                    if g.shape != shape or g.dtype is not dtype:
+                        g = _conform(fn, g, shape, dtype)
                 count = deps.get(child, 1)
-                if count == 1:  # the child's only gradient: it is ready now
+                if count == 1:  # the child's only gradient
                     if nr == 0:
                         cbuf = [g]  # (the general path pads the buffer of a several-output node)
                     else:
                         cbuf = [None] * len(child._meta)
                         cbuf[nr] = g
                 else:
-                    left = remaining.get(child, count) - 1
-                    cbuf = buffers.get(child)
-                    if cbuf is None:
-                        cbuf = buffers[child] = [None] * len(child._meta)
-                        cbuf[nr] = g
-                    elif g is not None:
-                        old = cbuf[nr]
-                        if old is None:
-                            cbuf[nr] = g
-                        elif (child, nr) in owned:
-                            np.add(old, g, old)  # an array the engine allocated: sum in place
-                        else:
-                            total = old + g
-                            if total.__class__ is np.ndarray and total.ndim:
-                                owned.add((child, nr))
-                            else:
-                                total = np.asarray(total)
-                            cbuf[nr] = total
-                    if left:
-                        remaining[child] = left
+                    cbuf = add(child, nr, g, count)
+                    if cbuf is None:  # more gradients to come
                         continue
-                    del buffers[child]
-                # the child is ready: run it next unless a queued node comes first
+                # the child is ready: it takes the ready slot unless a queued node comes first
                 seq = child._seq
                 if ready is None:
                     if heap and -heap[0][0] >= seq:
-                        heappush(heap, (-seq, counter, child, cbuf))
-                        counter += 1
+                        heappush(heap, (-seq, next(counter), child, cbuf))
                     else:
                         ready, ready_buf = child, cbuf
                 elif seq > ready._seq:
-                    heappush(heap, (-ready._seq, counter, ready, ready_buf))
-                    counter += 1
+                    heappush(heap, (-ready._seq, next(counter), ready, ready_buf))
                     ready, ready_buf = child, cbuf
                 else:
-                    heappush(heap, (-seq, counter, child, cbuf))
-                    counter += 1
-        for callback in task.callbacks:
+                    heappush(heap, (-seq, next(counter), child, cbuf))
+        for callback in run.task.callbacks:
             callback()
-    finally:
-        errstate.__exit__(None, None, None)
-        _active_tasks.pop()
-        grad_mode._state.enabled = prev_mode
-        if saved_tensor_hooks_stack != saved_hooks:
-            saved_tensor_hooks_stack[:] = saved_hooks
-    return captured
-
-
-def _run_node_general(fn: Node, buf: list, capture_at: dict, captured: list, needed: set | None,
-                      accumulate: bool, stored: dict) -> tuple | None:
-    """Run one node with everything E5 of the contract allows: tensor hooks, retain_grad,
-    capture, pre-hooks, compute, post-accumulate hooks, post-hooks (then the adapter's observers).
-    None means: skip it."""
-    is_acc = type(fn) is AccumulateGrad
-    extras = fn._extras
-    if len(buf) < len(fn._meta):
-        buf += [None] * (len(fn._meta) - len(buf))
-    # 1-2. tensor hooks of each output slot, then retain_grad capture
-    exposed = False
-    if is_acc:
-        hooks = fn.variable._hooks
-        if hooks:
-            buf[0] = _run_tensor_hooks(hooks, buf[0])
-            exposed = True
-    elif extras is not None and extras.tensor_hooks is not None:
-        _run_slot_hooks(extras.tensor_hooks, buf)
-    if extras is not None and extras.retain is not None:
-        _retain_grads(extras.retain, buf)
-    captured_only = False  # a target of backward(inputs=...) that nothing else needs
-    if capture_at and fn in capture_at:
-        for nr, index in capture_at[fn]:
-            captured[index] = buf[nr]
-        if needed is not None and fn not in needed:
-            if not accumulate or extras is None or not (extras.pre_hooks or extras.post_hooks):
-                return None
-            captured_only = True  # backward() still runs its node hooks (as PyTorch), no compute
-    # 3. node pre-hooks
-    if extras is not None and extras.pre_hooks:
-        exposed = True
-        for hook in tuple(extras.pre_hooks.values()):
-            result = hook(_wrap(buf))
-            if result is not None:
-                buf = _replace_tuple(result, buf, fn, "hook", [shape for shape, _ in fn._meta])
-    # 4-5. compute (AccumulateGrad also runs post-accumulate hooks)
-    if is_acc:
-        if accumulate:
-            # the post-hooks see the buffer that became ``.grad``, if it did (as PyTorch)
-            buf[0] = _accumulate(fn, buf[0], exposed, stored)
-        grads_in = ()
-    elif captured_only or (buf[0] is None if len(buf) == 1 else all(g is None for g in buf)):
-        grads_in = (None,) * len(fn._next)
-    else:
-        grads_in = fn.backward(*buf)
-        if fn._single_input:  # the gradient of the first input; any other input gets None
-            grads_in = (grads_in,) if fn._edges is None and not fn._scalar_operand else \
-                (grads_in,) + (None,) * (len(fn._next) - 1)
-    # 6. node post-hooks (each sees the same tensors until one returns replacements)
-    if extras is not None and extras.post_hooks:
-        outs = _wrap(buf)
-        ins = _wrap(grads_in)
-        for hook in tuple(extras.post_hooks.values()):
-            result = hook(ins, outs)
-            if result is not None:
-                expected = [None if child is None else child._meta[nr][0] for child, nr in fn._next]
-                grads_in = _replace_tuple(result, grads_in, fn, "hook", expected)
-                ins = _wrap(grads_in)
-    if captured_only:
-        return None
-    # 7. observers (the engine adapter's statistics): the final gradients, as arrays
-    if extras is not None and extras.observers:
-        for observer in tuple(extras.observers):
-            observer(grads_in, buf)
-    return grads_in
+    return run.captured
 
 
 def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stored: dict) -> np.ndarray | None:
-    """E5 steps 4-5 of a leaf's accumulator: add ``grad`` into ``.grad``, then run the leaf's
+    """The compute step of a leaf's accumulator: add ``grad`` into ``.grad``, then run the leaf's
     post-accumulate hooks, also when no gradient came (as PyTorch). ``exposed``: a hook has
     seen ``grad`` (and may have kept it). Returns the array that became ``.grad`` if there was
     none before, else ``grad``."""
@@ -603,11 +677,19 @@ def _accumulate(fn: AccumulateGrad, grad: np.ndarray | None, exposed: bool, stor
     return grad
 
 
-def _fix_shape(fn: Node, g: np.ndarray, shape: tuple) -> np.ndarray:
-    if g.size == int(np.prod(shape)) and g.ndim == 0:
-        return g.reshape(shape)
-    raise RuntimeError(f"Function {fn.name()} returned an invalid gradient - got {list(g.shape)} but "
-                       f"expected shape compatible with {list(shape)}")
+def _conform(fn: Node, g: np.ndarray, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """The gradient ``g`` that node ``fn`` computed for an input of ``shape`` and ``dtype``, in
+    that shape and dtype: a 0-d array of one element is reshaped (a node may return a scalar for
+    a one-element input), a differing dtype converted; any other shape is the node's error."""
+    if g.shape != shape:
+        if g.size == int(np.prod(shape)) and g.ndim == 0:
+            g = g.reshape(shape)
+        else:
+            raise RuntimeError(f"Function {fn.name()} returned an invalid gradient - got {list(g.shape)} but "
+                               f"expected shape compatible with {list(shape)}")
+    if g.dtype != dtype:
+        g = g.astype(dtype)
+    return g
 
 
 def _retain_grads(retain: dict, buf: list) -> None:

@@ -1,4 +1,5 @@
-"""Grad mode: whether operations record a graph. A one-element list read by the hot path."""
+"""Grad mode: whether operations record a graph. A per-thread flag (``_state.enabled``) that
+every op reads."""
 from __future__ import annotations
 
 import functools

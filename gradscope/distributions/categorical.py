@@ -10,7 +10,7 @@ from gradscope.autograd.grad_mode import no_grad
 from gradscope.autograd.tensor import Tensor
 from gradscope.distributions.distribution import (Constraint, Distribution, boolean, broadcast_all, real,
                                                   real_vector, simplex, unit_interval)
-from gradscope.ops import arith, creation, indexing, nn_ops, pointwise, reduce, shape
+from gradscope.ops import arith, creation, indexing, losses, pointwise, reduce, shape
 
 
 def _exactly_one(probs: Any, logits: Any) -> None:
@@ -174,10 +174,10 @@ class Bernoulli(_ProbsOrLogits):
         if self._validate_args:
             self._validate_sample(value)
         logits, value = broadcast_all(self.logits, value)
-        return arith.neg(nn_ops.binary_cross_entropy_with_logits(logits, value, reduction="none"))
+        return arith.neg(losses.binary_cross_entropy_with_logits(logits, value, reduction="none"))
 
     def entropy(self) -> Tensor:
-        return nn_ops.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
+        return losses.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
 
     def enumerate_support(self, expand: bool = True) -> Tensor:
         values = creation.arange(2, dtype=self._param.dtype)

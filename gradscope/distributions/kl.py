@@ -8,7 +8,7 @@ from gradscope.distributions.categorical import Bernoulli, Categorical
 from gradscope.distributions.distribution import Distribution
 from gradscope.distributions.independent import Independent, _sum_rightmost
 from gradscope.distributions.normal import Normal
-from gradscope.ops import arith, nn_ops, pointwise, reduce
+from gradscope.ops import activations, arith, pointwise, reduce
 
 _KL: dict = {}
 
@@ -47,9 +47,9 @@ def _kl_categorical_categorical(p: Categorical, q: Categorical) -> Tensor:
 
 @register_kl(Bernoulli, Bernoulli)
 def _kl_bernoulli_bernoulli(p: Bernoulli, q: Bernoulli) -> Tensor:
-    t1 = arith.mul(p.probs, arith.sub(nn_ops.softplus(arith.neg(q.logits)), nn_ops.softplus(arith.neg(p.logits))))
+    t1 = arith.mul(p.probs, arith.sub(activations.softplus(arith.neg(q.logits)), activations.softplus(arith.neg(p.logits))))
     t1 = t1.masked_fill(arith.eq(q.probs, 0), float("inf")).masked_fill(arith.eq(p.probs, 0), 0.0)
-    t2 = arith.mul(arith.rsub(p.probs, 1), arith.sub(nn_ops.softplus(q.logits), nn_ops.softplus(p.logits)))
+    t2 = arith.mul(arith.rsub(p.probs, 1), arith.sub(activations.softplus(q.logits), activations.softplus(p.logits)))
     t2 = t2.masked_fill(arith.eq(q.probs, 1), float("inf")).masked_fill(arith.eq(p.probs, 1), 0.0)
     return arith.add(t1, t2)
 

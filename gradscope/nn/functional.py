@@ -1,7 +1,8 @@
 """``gradscope.nn.functional``: PyTorch's ``torch.nn.functional`` names and signatures.
 
-The fused computations live in ``gradscope.ops.nn_ops``; simple compositions are written here
-with Tensor ops, in the same way PyTorch composes them (so the graph has the same nodes).
+The fused computations live in ``gradscope.ops`` (``activations``, ``convolution``, ``losses``,
+...); simple compositions are written here with Tensor ops, in the same way PyTorch composes them
+(so the graph has the same nodes).
 """
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import numpy as np
 
 from gradscope.autograd import grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops import arith, creation, ctc, indexing, inplace, nn_ops, pointwise, shape, volumetric
+from gradscope.ops import (_util, activations, arith, convolution, creation, ctc, indexing, inplace, normalization,
+                           pointwise, pooling, resampling, shape, volumetric)
+from gradscope.ops import embedding as embedding_ops
+from gradscope.ops import linear as linear_ops
+from gradscope.ops import losses as loss_ops
+from gradscope.ops import padding as padding_ops
 from gradscope.ops import reduce as reductions
 from gradscope.ops.creation import _rng
 
@@ -45,10 +51,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if input._data.ndim == 2:
         if weight._data.ndim != 2:
             return arith.matmul(input, shape.t(weight))
-        transposed = nn_ops.weight_t(weight)
+        transposed = linear_ops.weight_t(weight)
         if bias is None:
             return arith.matmul(input, transposed)
-        return nn_ops.addmm(bias, input, transposed)
+        return linear_ops.addmm(bias, input, transposed)
     if input._data.ndim == 1:
         out = arith.matmul(input, shape.t(weight))
         return out if bias is None else arith.add(out, bias)
@@ -69,7 +75,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     lead = input1._data.shape[:-1]
     x1 = input1 if input1._data.ndim == 2 else shape.reshape(input1, (-1, input1._data.shape[-1]))
     x2 = input2 if input2._data.ndim == 2 else shape.reshape(input2, (-1, input2._data.shape[-1]))
-    out = nn_ops.bilinear_product(x1, x2, weight)
+    out = linear_ops.bilinear_product(x1, x2, weight)
     if input1._data.ndim != 2:
         out = shape.reshape(out, lead + (weight._data.shape[0],))
     return out if bias is None else arith.add(out, bias)
@@ -79,32 +85,32 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """1-D cross-correlation over (N, C, L) or (C, L); ``padding`` may be ``"same"`` or ``"valid"``."""
-    return nn_ops.convolution(input, weight, bias, stride, padding, dilation, groups, nd=1)
+    return convolution.convolution(input, weight, bias, stride, padding, dilation, groups, nd=1)
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-D cross-correlation over (N, C, H, W) or (C, H, W); ``padding`` may be ``"same"`` or ``"valid"``."""
-    return nn_ops.convolution(input, weight, bias, stride, padding, dilation, groups, nd=2)
+    return convolution.convolution(input, weight, bias, stride, padding, dilation, groups, nd=2)
 
 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
     """1-D transposed convolution; ``weight`` is (in_channels, out_channels // groups, k)."""
-    return nn_ops.conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nd=1)
+    return convolution.conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nd=1)
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
     """2-D transposed convolution; ``weight`` is (in_channels, out_channels // groups, kh, kw)."""
-    return nn_ops.conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nd=2)
+    return convolution.conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nd=2)
 
 
 # ---------------------------------------------------------------- pooling
 def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """2-D max pooling; with ``return_indices`` also the flat (h * W + w) index of each maximum."""
-    return nn_ops.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+    return pooling.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def _first(value: Any) -> Any:
@@ -115,7 +121,7 @@ def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """1-D max pooling over (N, C, L) or (C, L)."""
     stride = None if stride is None or stride == [] or stride == () else (1, _first(stride))
-    result = nn_ops.max_pool2d(shape.unsqueeze(input, -2), (1, _first(kernel_size)), stride,
+    result = pooling.max_pool2d(shape.unsqueeze(input, -2), (1, _first(kernel_size)), stride,
                                (0, _first(padding)), (1, _first(dilation)), ceil_mode, return_indices)
     if return_indices:
         return shape.squeeze(result[0], -2), shape.squeeze(result[1], -2)
@@ -125,14 +131,14 @@ def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """2-D average pooling."""
-    return nn_ops.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return pooling.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     """1-D average pooling over (N, C, L) or (C, L)."""
     stride = None if stride is None or stride == [] or stride == () else (1, _first(stride))
-    out = nn_ops.avg_pool2d(shape.unsqueeze(input, -2), (1, _first(kernel_size)), stride, (0, _first(padding)),
+    out = pooling.avg_pool2d(shape.unsqueeze(input, -2), (1, _first(kernel_size)), stride, (0, _first(padding)),
                             ceil_mode, count_include_pad)
     return shape.squeeze(out, -2)
 
@@ -142,12 +148,12 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     sizes = (output_size, output_size) if not isinstance(output_size, (tuple, list)) else tuple(output_size)
     if tuple(sizes) == (1, 1) and input._data.ndim in (3, 4):
         return reductions.mean(input, (-2, -1), keepdim=True)
-    return nn_ops.adaptive_avg_pool2d(input, output_size)
+    return pooling.adaptive_avg_pool2d(input, output_size)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     """1-D adaptive average pooling over (N, C, L) or (C, L)."""
-    out = nn_ops.adaptive_avg_pool2d(shape.unsqueeze(input, -2), (1, _first(output_size)))
+    out = pooling.adaptive_avg_pool2d(shape.unsqueeze(input, -2), (1, _first(output_size)))
     return shape.squeeze(out, -2)
 
 
@@ -159,7 +165,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         num = weight._data.shape[0]
         if padding_idx >= num or padding_idx < -num:
             raise AssertionError("Padding_idx must be within num_embeddings")
-    return nn_ops.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+    return embedding_ops.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
 
 
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
@@ -249,12 +255,12 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad the last ``len(pad) // 2`` dims; modes ``constant``, ``reflect``, ``replicate``, ``circular``."""
     if mode == "constant":
-        return nn_ops.constant_pad(input, pad, 0.0 if value is None else value)
+        return padding_ops.constant_pad(input, pad, 0.0 if value is None else value)
     if value is not None and value != 0:
         raise ValueError(f"Padding mode \"{mode}\" doesn't take in value argument.")
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
-    return nn_ops.index_pad(input, pad, mode)
+    return padding_ops.index_pad(input, pad, mode)
 
 
 # ---------------------------------------------------------------- dropout
@@ -367,19 +373,19 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Batch normalisation; in training the running statistics are updated in place."""
-    return nn_ops.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    return normalization.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
 def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Layer normalisation over the trailing ``normalized_shape`` dims."""
-    return nn_ops.layer_norm(input, normalized_shape, weight, bias, eps)
+    return normalization.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Group normalisation over groups of channels."""
-    return nn_ops.group_norm(input, num_groups, weight, bias, eps)
+    return normalization.group_norm(input, num_groups, weight, bias, eps)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None) -> Tensor:
@@ -420,17 +426,17 @@ def tanh(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """GELU: ``x * Phi(x)`` exactly, or with the tanh approximation (``approximate="tanh"``)."""
-    return nn_ops.gelu(input, approximate)
+    return activations.gelu(input, approximate)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     if inplace:
         return elu_(input, alpha)
-    return nn_ops.elu(input, alpha)
+    return activations.elu(input, alpha)
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
-    return _inplace(input, lambda x: nn_ops.elu(x, alpha, node_cls=nn_ops.EluBackward1))
+    return _inplace(input, lambda x: activations.elu(x, alpha, node_cls=activations.EluBackward1))
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -439,22 +445,22 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
-        return _inplace(input, lambda x: nn_ops.elu(x, _SELU_ALPHA, _SELU_SCALE, node_cls=nn_ops.EluBackward1))
-    return nn_ops.elu(input, _SELU_ALPHA, _SELU_SCALE)
+        return _inplace(input, lambda x: activations.elu(x, _SELU_ALPHA, _SELU_SCALE, node_cls=activations.EluBackward1))
+    return activations.elu(input, _SELU_ALPHA, _SELU_SCALE)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
     if inplace:
-        return _inplace(input, lambda x: nn_ops.elu(x, alpha, 1.0, 1.0 / alpha, node_cls=nn_ops.CeluBackward1))
-    return nn_ops.elu(input, alpha, 1.0, 1.0 / alpha, node_cls=nn_ops.CeluBackward0)
+        return _inplace(input, lambda x: activations.elu(x, alpha, 1.0, 1.0 / alpha, node_cls=activations.CeluBackward1))
+    return activations.elu(input, alpha, 1.0, 1.0 / alpha, node_cls=activations.CeluBackward0)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     if inplace:
         return leaky_relu_(input, negative_slope)
-    return nn_ops.leaky_relu(input, negative_slope)
+    return activations.leaky_relu(input, negative_slope)
 
 
 def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
@@ -462,41 +468,41 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
         raise RuntimeError("In-place leakyReLu backward calculation is triggered with a negative slope which is "
                            "not supported. This is caused by calling in-place forward function with a negative "
                            "slope, please call out-of-place version instead.")
-    return _inplace(input, lambda x: nn_ops.leaky_relu(x, negative_slope, node_cls=nn_ops.LeakyReluBackward1))
+    return _inplace(input, lambda x: activations.leaky_relu(x, negative_slope, node_cls=activations.LeakyReluBackward1))
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    return nn_ops.softplus(input, beta, threshold)
+    return activations.softplus(input, beta, threshold)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, nn_ops.silu) if inplace else nn_ops.silu(input)
+    return _inplace(input, activations.silu) if inplace else activations.silu(input)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, nn_ops.mish) if inplace else nn_ops.mish(input)
+    return _inplace(input, activations.mish) if inplace else activations.mish(input)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     if inplace:
         return hardtanh_(input, min_val, max_val)
-    return nn_ops.hardtanh(input, min_val, max_val)
+    return activations.hardtanh(input, min_val, max_val)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-    return _inplace(input, lambda x: nn_ops.hardtanh(x, min_val, max_val, node_cls=nn_ops.HardtanhBackward1))
+    return _inplace(input, lambda x: activations.hardtanh(x, min_val, max_val, node_cls=activations.HardtanhBackward1))
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, nn_ops.hardsigmoid) if inplace else nn_ops.hardsigmoid(input)
+    return _inplace(input, activations.hardsigmoid) if inplace else activations.hardsigmoid(input)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, nn_ops.hardswish) if inplace else nn_ops.hardswish(input)
+    return _inplace(input, activations.hardswish) if inplace else activations.hardswish(input)
 
 
 def logsigmoid(input: Tensor) -> Tensor:
-    return nn_ops.logsigmoid(input)
+    return activations.logsigmoid(input)
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -509,8 +515,8 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     if inplace:
-        return _inplace(input, lambda x: nn_ops.threshold(x, threshold, value))
-    return nn_ops.threshold(input, threshold, value)
+        return _inplace(input, lambda x: activations.threshold(x, threshold, value))
+    return activations.threshold(input, threshold, value)
 
 
 _threshold = threshold
@@ -611,7 +617,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
              ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices given log-probabilities (class dim 1)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return nn_ops.nll_loss(input, target, weight, ignore_index, reduction)
+    return loss_ops.nll_loss(input, target, weight, ignore_index, reduction)
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
@@ -619,7 +625,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
                   label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of logits against class indices or class probabilities (class dim 1)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    nn_ops._reduction_check(reduction)
+    loss_ops._reduction_check(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     class_dim = 0 if input._data.ndim == 1 else 1
@@ -627,7 +633,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     log_probs = reductions.log_softmax(input, class_dim)
     if target._data.dtype.kind == "f":
         return _cross_entropy_probabilities(input, log_probs, target, weight, reduction, label_smoothing, classes)
-    nll = nn_ops.nll_loss(log_probs, target, weight, ignore_index, reduction)
+    nll = loss_ops.nll_loss(log_probs, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
         return nll
     ignored = target._data == ignore_index
@@ -668,15 +674,15 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, re
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Mean squared error."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return nn_ops.mse_loss(input, target, reduction, weight)
+    return loss_ops.mse_loss(input, target, reduction, weight)
 
 
 def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Mean absolute error (composed as PyTorch does: ``abs(input - target)`` then reduce)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    nn_ops._reduction_check(reduction)
-    nn_ops._broadcast_warning(input._data, target._data)
+    loss_ops._reduction_check(reduction)
+    loss_ops._broadcast_warning(input._data, target._data)
     loss = pointwise.abs(arith.sub(input, target))
     if weight is not None:
         loss = arith.mul(loss, weight)
@@ -695,13 +701,13 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
                    reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """Smooth L1: quadratic below ``beta``, linear above."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return nn_ops.smooth_l1_loss(input, target, reduction, beta)
+    return loss_ops.smooth_l1_loss(input, target, reduction, beta)
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """Huber: quadratic below ``delta``, linear (slope ``delta``) above."""
-    return nn_ops.huber_loss(input, target, reduction, delta, weight)
+    return loss_ops.huber_loss(input, target, reduction, delta, weight)
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -709,7 +715,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of probabilities ``input`` against ``target``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return nn_ops.binary_cross_entropy(input, target, weight, reduction)
+    return loss_ops.binary_cross_entropy(input, target, weight, reduction)
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -717,7 +723,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     """Binary cross-entropy of logits (sigmoid fused in, numerically stable)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return nn_ops.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+    return loss_ops.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
 
 
 def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
@@ -732,7 +738,7 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
                       UserWarning, stacklevel=2)
-    loss = nn_ops.kl_div_pointwise(input, target, log_target)
+    loss = loss_ops.kl_div_pointwise(input, target, log_target)
     if reduction == "batchmean":
         total = reductions.sum(loss)
         return arith.div(total, float(input._data.shape[0])) if input._data.ndim else total
@@ -752,12 +758,12 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     """
     data = input.numpy(force=True)
     if not use_input_stats:
-        return nn_ops.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+        return normalization.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     spatial = int(np.prod(data.shape[2:])) if data.ndim > 2 else 1
     if spatial <= 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"gradscope.Size({list(data.shape)})")
-    out = nn_ops.group_norm(input, data.shape[1], weight, bias, eps)
+    out = normalization.group_norm(input, data.shape[1], weight, bias, eps)
     axes = tuple(range(2, data.ndim))
     for buffer, statistic in ((running_mean, lambda: data.mean(axis=axes)),
                               (running_var, lambda: data.var(axis=axes, ddof=1))):
@@ -798,12 +804,12 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
         return input
     squared = arith.mul(input, input)
     if ndim == 3:
-        div = nn_ops.constant_pad(shape.unsqueeze(squared, 1), (0, 0, size // 2, (size - 1) // 2))
+        div = padding_ops.constant_pad(shape.unsqueeze(squared, 1), (0, 0, size // 2, (size - 1) // 2))
         div = shape.squeeze(avg_pool2d(div, (size, 1), stride=1), 1)
     else:
         sizes = input.numpy(force=True).shape
         div = shape.reshape(squared, (sizes[0], 1, sizes[1], sizes[2], -1))
-        div = nn_ops.constant_pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = padding_ops.constant_pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
         merged = shape.reshape(div, (sizes[0], 1, div.numpy(force=True).shape[2], -1))
         div = avg_pool2d(merged, (size, 1), stride=1)
         div = shape.reshape(shape.squeeze(div, 1), tuple(sizes))
@@ -1044,7 +1050,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         if dim == 2:
             return adaptive_avg_pool2d(input, tuple(out_sizes))
         raise NotImplementedError("gradscope's interpolate does not support mode='area' on 5D input")
-    return nn_ops.resample(input, tuple(out_sizes), tuple(scales), mode, align_corners)
+    return resampling.resample(input, tuple(out_sizes), tuple(scales), mode, align_corners)
 
 
 def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
@@ -1117,17 +1123,17 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
 # ---------------------------------------------------------------- adaptive max pooling
 def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Adaptive max pooling of (N, C, H, W) or (C, H, W); with ``return_indices`` also the flat indices."""
-    out, indices = nn_ops.adaptive_max_pool2d(input, output_size)
+    out, indices = pooling.adaptive_max_pool2d(input, output_size)
     return (out, indices) if return_indices else out
 
 
 def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any, return_indices: bool = False) -> tuple:
-    return nn_ops.adaptive_max_pool2d(input, output_size)
+    return pooling.adaptive_max_pool2d(input, output_size)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Adaptive max pooling of (N, C, L) or (C, L)."""
-    out, indices = nn_ops.adaptive_max_pool2d(shape.unsqueeze(input, -2), (1, _first(output_size)))
+    out, indices = pooling.adaptive_max_pool2d(shape.unsqueeze(input, -2), (1, _first(output_size)))
     out, indices = shape.squeeze(out, -2), shape.squeeze(indices, -2)
     return (out, indices) if return_indices else out
 
@@ -1206,7 +1212,7 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
 
 # ---------------------------------------------------------------- more losses
 def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
-    nn_ops._reduction_check(reduction)
+    loss_ops._reduction_check(reduction)
     return _reduce_tensor(loss, reduction)
 
 
@@ -1391,7 +1397,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
              reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Connectionist temporal classification loss of ``log_probs`` (T, N, C) against padded (N, S) or
     concatenated targets; ``'mean'`` divides each loss by its target length, then averages."""
-    nn_ops._reduction_check(reduction)
+    loss_ops._reduction_check(reduction)
     losses = ctc.ctc_losses(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
     if reduction == "none":
         return losses
@@ -1427,9 +1433,9 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
 
 def _max_unpool(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any, padding: Any, output_size: Any,
                 dims: int) -> Tensor:
-    kernel = nn_ops._tuple(kernel_size, dims, "kernel_size")
-    stride = kernel if stride is None else nn_ops._tuple(stride, dims, "stride")
-    pad = nn_ops._tuple(padding, dims, "padding")
+    kernel = _util._tuple(kernel_size, dims, "kernel_size")
+    stride = kernel if stride is None else _util._tuple(stride, dims, "stride")
+    pad = _util._tuple(padding, dims, "padding")
     sizes = input.shape[-dims:]
     default = [(sizes[d] - 1) * stride[d] + kernel[d] - 2 * pad[d] for d in range(dims)]
     if output_size is None:
@@ -1483,7 +1489,7 @@ def _lp_pool(input: Tensor, norm_type: float, kernel_size: Any, stride: Any, cei
         return arith.neg(max_pool(arith.neg(pointwise.abs(input)), kernel_size, stride, 0, 1, ceil_mode))
     avg_pool = (avg_pool1d, avg_pool2d, avg_pool3d)[dims - 1]
     out = avg_pool(arith.pow(input, norm_type), kernel_size, stride, 0, ceil_mode)
-    window = int(np.prod(nn_ops._tuple(kernel_size, dims, "kernel_size")))
+    window = int(np.prod(_util._tuple(kernel_size, dims, "kernel_size")))
     magnitude = arith.mul(pointwise.sign(out), pointwise.relu(pointwise.abs(out)))
     return arith.pow(arith.mul(magnitude, window), 1.0 / norm_type)
 

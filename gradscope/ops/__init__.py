@@ -5,8 +5,8 @@ from typing import Any
 
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops._util import numpy_style_keywords
-from gradscope.ops import (arith, creation, decompositions, elementwise, extra, indexing, inplace, linalg,
-                           pointwise, reduce, shape, sorting)
+from gradscope.ops import (arith, creation, decompositions, elementwise, indexing, inplace, linalg, pointwise,
+                           reduce, shape, sorting, statistics)
 
 _METHODS = {
     # arithmetic
@@ -97,12 +97,12 @@ _METHODS = {
     # random fills
     "exponential_": inplace.exponential_, "log_normal_": inplace.log_normal_, "geometric_": inplace.geometric_,
     "cauchy_": inplace.cauchy_, "random_": inplace.random_, "fill_diagonal_": inplace.fill_diagonal_,
-    # more torch functions (gradscope.ops.extra)
-    "cross": extra.cross, "kron": extra.kron, "rot90": extra.rot90, "hypot": extra.hypot, "inner": extra.inner,
-    "lgamma": extra.lgamma, "logcumsumexp": extra.logcumsumexp, "signbit": extra.signbit,
-    "heaviside": extra.heaviside, "renorm": extra.renorm, "matrix_power": extra.matrix_power,
-    "masked_scatter": extra.masked_scatter, "cov": extra.cov, "quantile": extra.quantile,
-    "nanquantile": extra.nanquantile, "unique_consecutive": extra.unique_consecutive, "mode": extra.mode,
+    # more torch functions
+    "cross": linalg.cross, "kron": linalg.kron, "rot90": shape.rot90, "hypot": elementwise.hypot, "inner": linalg.inner,
+    "lgamma": elementwise.lgamma, "logcumsumexp": reduce.logcumsumexp, "signbit": elementwise.signbit,
+    "heaviside": elementwise.heaviside, "renorm": reduce.renorm, "matrix_power": linalg.matrix_power,
+    "masked_scatter": indexing.masked_scatter, "cov": statistics.cov, "quantile": statistics.quantile,
+    "nanquantile": statistics.nanquantile, "unique_consecutive": sorting.unique_consecutive, "mode": statistics.mode,
     "svd": decompositions.svd_legacy, "qr": decompositions.qr_legacy, "pinverse": decompositions.pinverse,
 }
 

@@ -1,4 +1,5 @@
-"""Helpers shared by the op modules: operand conversion, dtype promotion, unbroadcasting."""
+"""Helpers shared by the op modules: operand conversion, dtype promotion, unbroadcasting, and the
+argument and dtype checks of the nn ops."""
 from __future__ import annotations
 
 import functools
@@ -12,6 +13,11 @@ from gradscope.autograd.tensor import Tensor
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 _SCALARS = (int, float, bool, np.number, np.bool_)
+
+
+def _const(values: np.ndarray) -> Tensor:
+    """``values`` as a tensor without history."""
+    return Tensor._make(np.asarray(values))
 
 
 _SCALAR_ARRAYS: dict = {}
@@ -203,3 +209,35 @@ def numpy_style_keywords(function: Callable) -> Callable:
         return function(*args, **kwargs)
 
     return call
+
+
+# ======================================== argument and dtype checks of the nn ops
+def _tuple(value: Any, n: int, name: str = "value") -> tuple:
+    """``value`` as an n-tuple of ints (an int is repeated)."""
+    if isinstance(value, (int, np.integer)):
+        return (int(value),) * n
+    value = tuple(int(v) for v in value)
+    if len(value) == 1 and n > 1:
+        return value * n
+    if len(value) != n:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} values to match "
+                           f"the convolution dimensions, but got {name}={list(value)}")
+    return value
+
+
+def _shape_list(shape: tuple) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+_SCALAR_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double"}
+
+
+def _scalar_name(a: np.ndarray) -> str:
+    return _SCALAR_NAMES.get(a.dtype.name, a.dtype.name)
+
+
+def _check_dtypes(x: np.ndarray, params: tuple, message: str) -> None:
+    """Raise PyTorch's mixed-dtype error (``message`` formatted with the two type names)."""
+    for p in params:
+        if p is not None and p._data.dtype != x.dtype:
+            raise RuntimeError(message.format(_scalar_name(x), _scalar_name(p._data)))

@@ -1,5 +1,6 @@
-"""More elementwise ops: the unary math functions beyond pointwise.py, rounding with PyTorch's
-zero gradient, ternary blends (``lerp``, ``addcmul``, ``addcdiv``) and bitwise logic."""
+"""More elementwise ops: the unary math functions beyond pointwise.py (``lgamma`` and ``hypot``
+among them), rounding with PyTorch's zero gradient, ternary blends (``lerp``, ``addcmul``,
+``addcdiv``), bitwise logic, ``heaviside`` and ``signbit``."""
 from __future__ import annotations
 
 import math
@@ -372,3 +373,84 @@ def bitwise_or(input: Any, other: Any) -> Tensor:
 
 def bitwise_xor(input: Any, other: Any) -> Tensor:
     return _bitwise(np.bitwise_xor, np.logical_xor, input, other)
+
+
+# ============================== lgamma, hypot, heaviside, signbit
+def _digamma(x: np.ndarray) -> np.ndarray:
+    """The digamma function (reflection below 0.5, recurrence up to 6, then the asymptotic series)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros_like(x)
+    reflect = x < 0.5
+    z = np.where(reflect, 1.0 - x, x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while True:
+            small = z < 10.0
+            if not small.any():
+                break
+            out -= np.where(small, 1.0 / z, 0.0)
+            z = np.where(small, z + 1.0, z)
+        inv2 = 1.0 / (z * z)
+        series = inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 * (
+            1 / 132 - inv2 * 691 / 32760)))))
+        out += np.log(z) - 0.5 / z - series
+        out = np.where(reflect, out - math.pi / np.tan(math.pi * x), out)
+        poles = (x <= 0) & (x == np.floor(x))
+    return np.where(x == 0, -np.inf, np.where(poles, np.nan, out))
+
+
+_lgamma_array = np.vectorize(math.lgamma, otypes=[np.float64])
+
+
+def _lgamma_values(x: np.ndarray) -> np.ndarray:
+    flat = x.astype(np.float64).reshape(-1)
+    out = np.full(flat.shape, np.inf)
+    finite = np.isfinite(flat) & ~((flat <= 0) & (flat == np.floor(flat)))
+    out[finite] = _lgamma_array(flat[finite]) if finite.any() else out[finite]
+    out[np.isnan(flat)] = np.nan
+    return out.reshape(x.shape)
+
+
+class LgammaBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, g):
+        (x,) = self.saved()
+        return (g * _digamma(x)).astype(g.dtype, copy=False)
+
+
+def lgamma(input: Tensor) -> Tensor:
+    """``log|Gamma(x)|`` (inf at the poles); the gradient is the digamma function."""
+    x = float_input(input)
+    out = _lgamma_values(x).astype(x.dtype)
+    node = new_node(LgammaBackward0, (input,))
+    if node is not None:
+        node.save(input)
+    return result(out, node)
+
+
+def hypot(input: Tensor, other: Any) -> Tensor:
+    """``sqrt(input**2 + other**2)`` elementwise (broadcast)."""
+    return pointwise.sqrt(arith.add(arith.mul(input, input), arith.mul(other, other)))
+
+
+class HeavisideBackward0(Node):
+    __slots__ = ()
+    _single_input = False
+
+    def backward(self, g):
+        raise RuntimeError("the derivative for 'heaviside' is not implemented.")
+
+
+def heaviside(input: Tensor, values: Any) -> Tensor:
+    """0 where ``input < 0``, 1 where ``input > 0`` and ``values`` where it is 0 (no derivative, as in torch)."""
+    values = values if isinstance(values, Tensor) else Tensor._make(np.asarray(values, dtype=input._data.dtype))
+    x, v = input._data, values._data
+    if x.dtype != v.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    out = np.where(x == 0, v, (x > 0).astype(x.dtype)).astype(x.dtype)
+    return result(out, new_node(HeavisideBackward0, (input, values)))
+
+
+def signbit(input: Tensor) -> Tensor:
+    """True where the sign bit is set (negative numbers and -0.0)."""
+    return Tensor._make(np.signbit(input._data))

@@ -1,4 +1,4 @@
-"""Gather/scatter style ops: gather, scatter_add, index_select, masked_fill, tril/triu."""
+"""Gather/scatter style ops: gather, scatter_add, index_select, masked_fill, masked_scatter, tril/triu."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +8,8 @@ import numpy as np
 from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import normalize_dim, operand
+from gradscope.ops import pointwise
+from gradscope.ops._util import _const, normalize_dim, operand
 
 
 class GatherBackward0(Node):
@@ -397,3 +398,21 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
         node.src_share = np.asarray(src_share, dtype=dtype)
         node.src_view = (source.shape, region, idx.shape)
     return result(out.reshape(data.shape).astype(dtype, copy=False), node)
+
+
+# ============================== masked_scatter
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """``input`` with the positions where ``mask`` is true filled from ``source``'s leading elements, in order."""
+    from gradscope.ops import shape
+    if mask._data.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{mask._type_name()}")
+    bits = np.broadcast_to(mask._data, input.shape)
+    count = int(bits.sum())
+    if count > source._data.size:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    positions = np.where(bits, np.cumsum(bits.reshape(-1)).reshape(bits.shape) - 1, 0)
+    if source._data.size == 0:
+        return shape.clone(input)
+    picked = shape.getitem(shape.reshape(source, (-1,)), _const(positions.astype(np.int64)))
+    return pointwise.where(_const(bits.copy()), picked, input)

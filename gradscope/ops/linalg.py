@@ -1,8 +1,12 @@
-"""Products beyond matmul: einsum, outer, the ``add*mm`` family, tensordot, cdist, and dense
-stand-ins for the sparse products small graph models call (``spmm``, ``sparse.mm``)."""
+"""Products beyond matmul: einsum, outer, the ``add*mm`` family, tensordot, cdist, dense stand-ins
+for the sparse products small graph models call (``spmm``, ``sparse.mm``), determinants and
+solvers; and the products of torch's top level composed from other ops (``cross``, ``kron``,
+``inner``, ``block_diag``, ``matrix_power``, ``multi_dot``)."""
 from __future__ import annotations
 
+import itertools
 import string
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -11,7 +15,7 @@ from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops import arith, reduce, shape
-from gradscope.ops._util import float_input
+from gradscope.ops._util import _const, float_input
 
 
 # ---------------------------------------------------------------- einsum
@@ -465,3 +469,135 @@ def svdvals(input: Tensor) -> Tensor:
     if node is not None:
         node.u, node.vh = u, vh
     return result(s.astype(a.dtype, copy=False), node)
+
+
+# ============================== cross, kron, inner, block_diag, matrix_power, multi_dot
+def _cross_last(a: Tensor, b: Tensor, dim: int) -> Tensor:
+    a, b = shape.broadcast_tensors(a, b)
+    if a.shape[dim] != 3:
+        raise RuntimeError(f"cross: inputs dimension {dim} must have length 3. Got {a.shape[dim]} and "
+                           f"{b.shape[dim]}")
+    a1, a2, a3 = shape.unbind(a, dim)
+    b1, b2, b3 = shape.unbind(b, dim)
+    parts = [arith.sub(arith.mul(a2, b3), arith.mul(a3, b2)), arith.sub(arith.mul(a3, b1), arith.mul(a1, b3)),
+             arith.sub(arith.mul(a1, b2), arith.mul(a2, b1))]
+    return shape.stack(parts, dim)
+
+
+def linalg_cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
+    """Cross product of 3-vectors along ``dim`` (inputs broadcast), like ``torch.cross``."""
+    return _cross_last(input, other, dim)
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """``torch.cross``: along ``dim``, or (deprecated, warns) along the first dim of length 3."""
+    if dim is None:
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the "
+                      "dim explicitly or simply use torch.cross.\nThe default value of dim will change "
+                      "to agree with that of cross in a future release.", UserWarning, stacklevel=3)
+        sizes = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+        dim = next((i for i, s in enumerate(sizes) if s == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    return _cross_last(input, other, dim)
+
+
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """Kronecker product: block ``(i, j, ...)`` of the result is ``input[i, j, ...] * other``."""
+    nd = max(input.ndim, other.ndim)
+    a = shape.reshape(input, (1,) * (nd - input.ndim) + tuple(input.shape))
+    b = shape.reshape(other, (1,) * (nd - other.ndim) + tuple(other.shape))
+    a_sizes, b_sizes = tuple(a.shape), tuple(b.shape)
+    a = shape.reshape(a, tuple(itertools.chain.from_iterable((s, 1) for s in a_sizes)))
+    b = shape.reshape(b, tuple(itertools.chain.from_iterable((1, s) for s in b_sizes)))
+    return shape.reshape(arith.mul(a, b), tuple(x * y for x, y in zip(a_sizes, b_sizes)))
+
+
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """Sum of products over the last dims: shape ``input.shape[:-1] + other.shape[:-1]``."""
+    if input.ndim == 0 or other.ndim == 0:
+        return arith.mul(input, other)
+    n = input.shape[-1]
+    if other.shape[-1] != n:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
+                           f"{list(input.shape)} and {list(other.shape)}")
+    flat = arith.matmul(shape.reshape(input, (-1, n)), shape.t(shape.reshape(other, (-1, n))))
+    return shape.reshape(flat, tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """A block-diagonal matrix of the given 0-, 1- or 2-D tensors (a 1-D one is a row)."""
+    blocks = []
+    for t in tensors:
+        if t.ndim > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input "
+                               f"{len(blocks)} has {t.ndim} dimensions")
+        blocks.append(shape.reshape(t, (1, 1) if t.ndim == 0 else (1, -1) if t.ndim == 1 else tuple(t.shape)))
+    if not blocks:
+        return Tensor._make(np.zeros((0, 0), dtype=np.float32))
+    floats = [b._data.dtype for b in blocks if b._data.dtype.kind == "f"]
+    dtype = np.result_type(*floats) if floats else np.result_type(*[b._data.dtype for b in blocks])
+    blocks = [shape.to_dtype(b, dtype.name) if b._data.dtype != dtype else b for b in blocks]
+    total = sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        r, c = b.shape
+        parts = [_const(np.zeros((r, left), dtype)), b, _const(np.zeros((r, total - left - c), dtype))]
+        rows.append(shape.cat(parts, 1))
+        left += c
+    return shape.cat(rows, 0)
+
+
+def matrix_power(input: Tensor, n: int) -> Tensor:
+    """``input`` (a batch of square matrices) multiplied by itself ``n`` times (the inverse's for n < 0)."""
+    if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
+        raise RuntimeError("matrix_power: A must be batches of square matrices, but they are "
+                           f"{input.shape[-2] if input.ndim >= 2 else 1} by {input.shape[-1]} matrices")
+    if n == 0:
+        eye = np.broadcast_to(np.eye(input.shape[-1], dtype=input._data.dtype), input.shape)
+        return _const(eye.copy())
+    from gradscope.ops.linalg import inv
+
+    base = inv(input) if n < 0 else input
+    n = abs(n)
+    out = None
+    while n:
+        if n & 1:
+            out = base if out is None else arith.matmul(out, base)
+        n >>= 1
+        if n:
+            base = arith.matmul(base, base)
+    return out
+
+
+def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
+    """The product of a chain of matrices; a 1-D first (last) operand is a row (column) vector."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    first_vector, last_vector = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    if first_vector:
+        tensors[0] = shape.unsqueeze(tensors[0], 0)
+    if last_vector:
+        tensors[-1] = shape.unsqueeze(tensors[-1], 1)
+    for i, t in enumerate(tensors):
+        if t.ndim != 2:
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = arith.matmul(out, t)
+    if first_vector:
+        out = shape.squeeze(out, 0)
+    if last_vector:
+        out = shape.squeeze(out, -1)
+    return out
+
+
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    """Deprecated ``torch.chain_matmul`` (warns like torch): the product of 2-D matrices."""
+    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
+                  "torch.multi_dot instead, which accepts a list of two or more tensors rather than "
+                  "multiple parameters.", UserWarning, stacklevel=2)
+    if len(matrices) == 1:
+        return shape.clone(matrices[0])
+    return multi_dot(matrices)

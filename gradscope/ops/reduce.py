@@ -1,4 +1,5 @@
-"""Reductions and normalisations: sum, mean, var/std, max/min, logsumexp, norm, softmax."""
+"""Reductions and normalisations: sum, mean, var/std, max/min, logsumexp, norm, softmax, cumulative
+sums (``cumsum``, ``logcumsumexp``), ``renorm``, and integration along a dimension (``trapezoid``)."""
 from __future__ import annotations
 
 import builtins as _builtins
@@ -11,6 +12,7 @@ from gradscope.autograd import dtypes
 from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
+from gradscope.ops import arith, pointwise, shape
 from gradscope.ops._util import F64, accurate_mean, float_input, normalize_dim, wide_sum
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -577,3 +579,71 @@ def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any
                    keepdims=keepdim)
     total = nansum(input, dim, keepdim, dtype=dtype)
     return arith.div(total, Tensor._make(np.asarray(count, dtype=total._data.dtype)))
+
+
+# ============================== logcumsumexp, renorm, trapezoid
+class LogcumsumexpBackward0(Node):
+    __slots__ = ("axis",)
+
+    def backward(self, g):
+        x, out = self.saved()
+        axis = self.axis
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            log_abs = np.log(np.abs(g)) - out
+
+            def reverse_lse(values: np.ndarray) -> np.ndarray:
+                flipped = np.flip(values, axis)
+                return np.flip(np.logaddexp.accumulate(flipped, axis=axis), axis)
+
+            positive = reverse_lse(np.where(g > 0, log_abs, -np.inf))
+            negative = reverse_lse(np.where(g < 0, log_abs, -np.inf))
+            grad = np.exp(x + positive) - np.exp(x + negative)
+        return grad.astype(g.dtype, copy=False)
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow."""
+    x = float_input(input)
+    axis = dim % _builtins.max(x.ndim, 1)
+    data = x.reshape(1) if x.ndim == 0 else x
+    out = np.logaddexp.accumulate(data, axis=axis).reshape(x.shape).astype(x.dtype, copy=False)
+    node = new_node(LogcumsumexpBackward0, (input,))
+    if node is not None:
+        node.axis = axis
+        node.save(Tensor._make(data), Tensor._make(out.reshape(data.shape)))
+    return result(out, node)
+
+
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """Rescale each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` to norm ``maxnorm``."""
+    if input.ndim <= 1:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
+    dim %= input.ndim
+    others = tuple(d for d in range(input.ndim) if d != dim)
+    norms = norm(input, p, others, True)
+    scale = pointwise.where(arith.gt(norms, maxnorm), arith.rdiv(arith.add(norms, 1e-7), maxnorm), 1.0)
+    return arith.mul(input, scale)
+
+
+def trapezoid(y: Tensor, x: Any = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    """Integral of ``y`` along ``dim`` by the trapezoid rule, with sample points ``x`` or spacing ``dx``."""
+    n = y.shape[dim]
+    if n == 0:
+        return sum(y, dim)
+    ends = arith.add(shape.narrow(y, dim, 1, n - 1), shape.narrow(y, dim, 0, n - 1))
+    if x is None or not isinstance(x, Tensor):
+        spacing = x if x is not None else (1.0 if dx is None else dx)
+        return arith.mul(sum(ends, dim), spacing / 2)
+    if x.ndim == 1:
+        steps = shape.diff(x)
+        view = [1] * y.ndim
+        view[dim] = n - 1
+        steps = shape.reshape(steps, tuple(view))
+    else:
+        steps = shape.diff(x, dim=dim)
+    return arith.div(sum(arith.mul(ends, steps), dim), 2)
+
+
+def trapz(y: Tensor, x: Any = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    """``torch.trapz``: the old name of :func:`trapezoid`."""
+    return trapezoid(y, x, dx=dx, dim=dim)

@@ -1,6 +1,8 @@
-"""Shape ops (views), indexing, concatenation and splitting, copies and dtype conversion."""
+"""Shape ops (views), indexing, concatenation and splitting, copies and dtype conversion, and
+rearrangements (``rot90``, ``cartesian_prod``, ``combinations``)."""
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any, Sequence
 
@@ -11,7 +13,7 @@ from gradscope.autograd.device import check_device, device as device_type
 from gradscope.autograd.function import new_node, result, results
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
-from gradscope.ops._util import normalize_dim, operand
+from gradscope.ops._util import _const, normalize_dim, operand
 
 
 def _view_result(out: np.ndarray, node: Node | None, base: Tensor) -> Tensor:
@@ -909,3 +911,43 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     source_shape, target_shape = list(batch), list(batch)
     source_shape[axis], target_shape[axis] = input._data.shape[axis], indices._data.shape[axis]
     return gather(expand(input, *source_shape), axis, expand(indices, *target_shape))
+
+
+# ============================== rearrangements: rot90, cartesian_prod, combinations
+def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first towards the second)."""
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    d0, d1 = dims
+    k %= 4
+    if k == 1:
+        return transpose(flip(input, [d1]), d0, d1)
+    if k == 2:
+        return flip(input, [d0, d1])
+    if k == 3:
+        return transpose(flip(input, [d0]), d0, d1)
+    return clone(input)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """Every combination of one element from each 1-D tensor, as rows (one tensor: itself)."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([reshape(g, (-1,)) for g in grids], 1)
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-``r`` combinations of a 1-D tensor's elements, as rows (itertools order)."""
+    from gradscope.ops.indexing import index_select
+    if input.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return _const(np.zeros((0,), dtype=input._data.dtype))
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    index = np.array(list(pick(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    if index.shape[0] == 0:
+        return _const(np.zeros((0, r), dtype=input._data.dtype))
+    return reshape(index_select(input, 0, _const(index.reshape(-1))), (-1, r))

@@ -1,4 +1,5 @@
-"""Ordering ops: sort, argsort, topk, kthvalue, median, cumulative products and maxima."""
+"""Ordering ops: sort, argsort, topk, kthvalue, median, cumulative products and maxima, unique
+values (``unique``, ``unique_consecutive``)."""
 from __future__ import annotations
 
 from collections import namedtuple
@@ -273,3 +274,29 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         low, high = low - 1, high + 1
     counts, _ = np.histogram(data[(data >= low) & (data <= high)], bins=bins, range=(low, high))
     return Tensor._make(counts.astype(input._data.dtype))
+
+
+# ============================== unique_consecutive
+def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None) -> Any:
+    """Collapse runs of equal consecutive elements (of the flattened input, or of slices along ``dim``)."""
+    data = input._data
+    if dim is None:
+        flat = data.reshape(-1)
+        change = np.r_[True, flat[1:] != flat[:-1]] if flat.size else np.zeros(0, dtype=bool)
+        values = flat[change]
+        inverse_shape = data.shape
+    else:
+        axis = dim % data.ndim
+        moved = np.moveaxis(data, axis, 0)
+        rows = moved.reshape(moved.shape[0], -1)
+        change = np.r_[True, (rows[1:] != rows[:-1]).any(axis=1)] if rows.shape[0] else np.zeros(0, dtype=bool)
+        values = np.moveaxis(moved[change], 0, axis)
+        inverse_shape = (data.shape[axis],)
+    outputs = [Tensor._make(np.ascontiguousarray(values))]
+    if return_inverse:
+        outputs.append(Tensor._make((np.cumsum(change) - 1).astype(np.int64).reshape(inverse_shape)))
+    if return_counts:
+        starts = np.flatnonzero(change)
+        outputs.append(Tensor._make(np.diff(np.r_[starts, change.size]).astype(np.int64)))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

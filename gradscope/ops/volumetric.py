@@ -3,7 +3,7 @@
 
 The code is written for any number of spatial dims: im2col takes an ``as_strided`` view of the
 kernel windows (one batched matmul per convolution), and col2im adds one strided slice per
-kernel position. The 1-D and 2-D layers keep their tuned paths in ``nn_ops``.
+kernel position. The 1-D and 2-D layers keep their tuned paths in ``convolution`` and ``pooling``.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from gradscope.autograd.function import new_node, result
 from gradscope.autograd.node import Node
 from gradscope.autograd.tensor import Tensor
 from gradscope.ops import arith, reduce, shape
-from gradscope.ops._util import float_input
-from gradscope.ops.nn_ops import _check_conv_input, _check_dtypes, _pool_out, _shape_list, _tuple
+from gradscope.ops._util import _check_dtypes, _shape_list, _tuple, float_input
+from gradscope.ops.convolution import _check_conv_input
+from gradscope.ops.pooling import _pool_out
 
 __all__ = ["adaptive_avg_pool3d", "adaptive_max_pool3d", "avg_pool3d", "conv3d", "conv_transpose3d", "max_pool3d"]
 

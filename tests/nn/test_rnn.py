@@ -10,7 +10,7 @@ import pytest
 import gradscope as gs
 from gradscope import nn
 from gradscope.autograd import gradcheck
-from gradscope.nn.modules.rnn import recurrent_layer
+from gradscope.ops.recurrent import recurrent_layer
 
 torch = pytest.importorskip("torch")
 

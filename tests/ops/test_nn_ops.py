@@ -1,4 +1,5 @@
-"""The nn ops (``gradscope.ops.nn_ops`` through ``nn.functional``), driven by one catalogue.
+"""The nn ops (``gradscope.ops`` linear, convolution, pooling, embedding, padding, normalization,
+activations, losses, resampling; through ``nn.functional``), driven by one catalogue.
 
 Every entry's ``fn(T, *tensors)`` is written against PyTorch's API and called with
 ``T = gradscope`` and ``T = torch``. Checks per entry:

@@ -1,4 +1,5 @@
-"""Differential tests of the torch functions in ``gradscope.ops.extra`` and ``gradscope.linalg``'s
+"""Differential tests of more of torch's top-level functions (products, rearrangements, lgamma and
+friends, statistics, ``renorm``, ``trapezoid``, ``masked_scatter``, ...) and ``gradscope.linalg``'s
 additions: values and the gradients of every float input against PyTorch, in float32 and float64.
 
 Each case's ``fn(T, *tensors)`` is written once against the PyTorch API and run with ``T = gradscope``
