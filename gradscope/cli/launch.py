@@ -155,7 +155,7 @@ def launch(app: App, nproc: int, script: str, args: list[str], options: Any, out
 
     (check_module if module else check_script)(script)
     try:
-        from gradscope.engines.torch_distributed import launch_local
+        from gradscope.engines.torch.launch import launch_local
     except ImportError:
         app.abort("--nproc needs PyTorch with torch.distributed (pip install 'gradscope[torch]')", ExitCode.USAGE)
     with tempfile.TemporaryDirectory(prefix="gradscope-run-") as directory:

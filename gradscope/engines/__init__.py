@@ -6,16 +6,17 @@
   importing torch: an object can only be a torch object if the program imported torch already;
 * :func:`select_engine` applies ``--engine`` to a model file's model and explains a mismatch.
 
-See :class:`gradscope.engines.base.Engine` for what an adapter provides.
+See :class:`gradscope.engines.spec.Engine` for what an adapter provides.
 """
 from __future__ import annotations
 
 import sys
 from typing import Any
 
-from gradscope.engines.base import (ACCUMULATE_NODE, BATCH_LIMIT, HOOK_NODE, Engine, GradientNormTaps, OpTrace,
-                                    nonfinite_entries, nonfinite_kind_of_array, squared_norm,
-                                    squared_norms_of_arrays)
+from gradscope.engines.kernels import (BATCH_LIMIT, nonfinite_entries, nonfinite_kind_of_array, squared_norm,
+                                       squared_norms_of_arrays)
+from gradscope.engines.observers import GradientNormTaps, OpTrace
+from gradscope.engines.spec import ACCUMULATE_NODE, HOOK_NODE, Engine
 from gradscope.errors import GradscopeError
 
 __all__ = ["ACCUMULATE_NODE", "BATCH_LIMIT", "ENGINE_NAMES", "Engine", "EngineError", "GradientNormTaps", "HOOK_NODE",

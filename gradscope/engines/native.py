@@ -14,8 +14,9 @@ import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.base import (Engine, GradientNormTaps, NonFiniteOp, OpTrace, nonfinite_entries, squared_norm,
-                                    squared_norms_of_arrays, stack_of)
+from gradscope.engines.kernels import nonfinite_entries, squared_norm, squared_norms_of_arrays
+from gradscope.engines.observers import GradientNormTaps, NonFiniteOp, OpTrace, stack_of
+from gradscope.engines.spec import Engine
 from gradscope.nn.modules import module as module_hooks
 from gradscope.nn.modules.module import Module
 from gradscope.optim import optimizer as optimizer_hooks

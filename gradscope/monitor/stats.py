@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_of_arrays
-from gradscope.engines.base import segment_starts
+from gradscope.engines.kernels import segment_starts
 from gradscope.engines import nonfinite_entries as nonfinite_count  # (number of NaN and Inf entries of an array)
 from gradscope.engines import nonfinite_kind_of_array as nonfinite_kind  # noqa: F401 - public here too
 from gradscope.monitor.records import ParameterRecord
