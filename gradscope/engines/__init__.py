@@ -13,15 +13,15 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gradscope.engines.kernels import (BATCH_LIMIT, nonfinite_entries, nonfinite_kind_of_array, squared_norm,
-                                       squared_norms_of_arrays)
+from gradscope.engines.kernels import (BATCH_LIMIT, exact_squares, nonfinite_count, nonfinite_kind_of_array,
+                                       segment_starts, squared_norm, squared_norms_of_arrays, total_norm)
 from gradscope.engines.observers import GradientNormTaps, OpTrace
 from gradscope.engines.spec import ACCUMULATE_NODE, HOOK_NODE, Engine
 from gradscope.errors import GradscopeError
 
 __all__ = ["ACCUMULATE_NODE", "BATCH_LIMIT", "ENGINE_NAMES", "Engine", "EngineError", "GradientNormTaps", "HOOK_NODE",
-           "OpTrace", "engine_of", "get_engine", "nonfinite_entries", "nonfinite_kind_of_array", "select_engine",
-           "squared_norm", "squared_norms_of_arrays"]
+           "OpTrace", "engine_of", "exact_squares", "get_engine", "nonfinite_count", "nonfinite_kind_of_array",
+           "segment_starts", "select_engine", "squared_norm", "squared_norms_of_arrays", "total_norm"]
 
 #: The values ``--engine`` accepts.
 ENGINE_NAMES = ("gradscope", "torch")

@@ -1,15 +1,16 @@
-"""The numpy array kernels that both engines' statistics use (host arrays in, Python numbers out)."""
+"""The numpy array kernels that both engines' statistics use (host arrays in, Python numbers out):
+the one home of counting non-finite entries, squared norms and total norms of arrays."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 
-def nonfinite_entries(array: np.ndarray) -> int:
-    """Number of NaN and Inf entries of a numpy array."""
-    if array.dtype.kind != "f":
+def nonfinite_count(array: np.ndarray) -> int:
+    """Number of NaN and Inf entries of a numpy array (0 unless it is floating point or complex)."""
+    if array.dtype.kind not in "fc":
         return 0
     return int(array.size - np.count_nonzero(np.isfinite(array)))
 
@@ -114,3 +115,16 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
         if array is not None and result[index] is None:  # (other dtypes, one by one)
             result[index] = squared_norm(array)
     return result
+
+
+def total_norm(arrays: Iterable[np.ndarray | None]) -> float:
+    """The 2-norm of several arrays taken together (None entries are skipped; 0.0 when there are
+    none): squares summed in float64, so that float32 values neither overflow nor underflow; NaN
+    when an entry is NaN, else Inf when one is infinite."""
+    total = 0.0
+    for array in arrays:
+        if array is not None and array.size:
+            wide = array.astype(np.float64, copy=False)
+            with np.errstate(over="ignore", invalid="ignore"):
+                total += float(np.sum(wide * wide))
+    return math.sqrt(total)

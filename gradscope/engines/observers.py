@@ -4,11 +4,11 @@ the recorder of the operations run outside the model (:class:`GraphOpRecorder`).
 """
 from __future__ import annotations
 
+import abc
 import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from gradscope.engines.kernels import nonfinite_entries
 from gradscope.engines.spec import HOOK_NODE
 
 if TYPE_CHECKING:
@@ -100,29 +100,29 @@ class OpTrace:
         return self.outputs[first] if first is not None else None
 
 
-class GraphOpRecorder:
+class GraphOpRecorder(abc.ABC):
     """Records the operations that return floating-point tensors while it is started.
 
     State: ``records``, a sequence of ``(output, node, (file, line) | None, operation, inputs)``,
     one per such operation, in the order they ran: ``node`` is the output's autograd node (None
     when its inputs need no gradient), ``operation`` the function called (``torch.log``),
-    ``inputs`` its ``(args, kwargs)``. Outputs and inputs are kept until :meth:`clear`. Starting and stopping may happen in different hooks; :meth:`stop` when not
-    started does nothing.
+    ``inputs`` its ``(args, kwargs)``. Outputs and inputs are kept until :meth:`clear`. Starting
+    and stopping may happen in different hooks; :meth:`stop` when not started does nothing.
     """
 
     engine: Engine
 
+    @abc.abstractmethod
     def start(self) -> None:
         """Record from now on."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def stop(self) -> None:
         """Stop recording (the records stay)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def clear(self) -> None:
         """Forget the records."""
-        raise NotImplementedError
 
 
 class GradientNormTaps:
@@ -164,7 +164,7 @@ class GradientNormTaps:
         nonfinite = 0
         for index, square in enumerate(squares):
             if square is not None and not square < math.inf:  # (NaN or Inf)
-                nonfinite += nonfinite_entries(self._engine.to_numpy(grads[index]))
+                nonfinite += self._engine.nonfinite_count(grads[index])
         receiver(_sum_present(squares[:outputs]), _sum_present(squares[outputs:]), nonfinite)
 
 

@@ -1,45 +1,57 @@
-"""The engine interface: everything that differs between gradscope's engine and PyTorch.
+"""The engine interface: everything that differs between gradscope's engine and PyTorch, and
+nothing else (the array kernels live in :mod:`gradscope.engines.kernels`, the objects an engine
+hands back when asked to observe in :mod:`gradscope.engines.observers`).
 
-An :class:`Engine` is a stateless object; :mod:`gradscope.engines` returns one per engine. The
-monitors, the debugger and the CLI ask it for what is engine-specific and use the API both
-engines share (``tensor.grad``, ``tensor.register_hook``, ``node.next_functions``,
+:class:`Engine` is the sum of capability sections, one class each (:class:`Objects`,
+:class:`Hooks`, :class:`Modes`, :class:`Graph`, :class:`Numbers`, :class:`Training`,
+:class:`State`, :class:`ScriptAttach`, :class:`Debugger`, :class:`Distributed`). Each method
+states its contract in its docstring. Abstract methods are those every adapter implements; the
+others have a default that is right for an engine without that capability (gradscope's own
+engine has no compiler, no process groups, no devices) or that only needs the abstract ones.
+
+State: the registry (:func:`gradscope.engines.get_engine`) makes one adapter per engine and every
+monitor of the process shares it, so an adapter keeps no state about a run, a model or a monitor.
+What it may keep is a cache of something the process has set up: the torch adapter keeps the
+collectives object of the current default process group (:meth:`Distributed.process_group`),
+made again when the script creates another group and dropped when the group goes away. The
+objects that adapters return (hook handles, taps, traces, recorders) hold their own state and
+belong to the caller.
+
+The monitors, the debugger and the CLI ask an adapter for what is engine-specific and use the API
+both engines share (``tensor.grad``, ``tensor.register_hook``, ``node.next_functions``,
 ``module.named_parameters()``, ``optimizer.state_dict()``, ...) directly.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from gradscope.engines.kernels import nonfinite_kind_of_array
+from gradscope.engines.kernels import nonfinite_count, nonfinite_kind_of_array
 
 if TYPE_CHECKING:
     from gradscope.engines.observers import GradientNormTaps, GraphOpRecorder
+
+__all__ = ["ACCUMULATE_NODE", "CAPABILITIES", "Debugger", "Distributed", "Engine", "Graph", "HOOK_NODE", "Hooks",
+           "Modes", "Numbers", "Objects", "ScriptAttach", "State", "Training"]
 
 #: The node name of the identity nodes that module full backward hooks insert (both engines).
 HOOK_NODE = "BackwardHookFunctionBackward"
 #: The node name of a leaf's gradient accumulator (both engines).
 ACCUMULATE_NODE = "torch::autograd::AccumulateGrad"
 
-class Engine:
-    """What the monitor layer needs from an autograd engine.
 
-    Attributes:
-        name: ``"gradscope"`` or ``"torch"`` (the value of ``--engine``).
-        display: how messages name it (``"gradscope"``, ``"PyTorch"``).
-    """
-
-    name = ""
-    display = ""
-
-    # ------------------------------------------------------------------ objects
-    def is_module(self, value: Any) -> bool:
-        """True if ``value`` is an ``nn.Module`` of this engine."""
-        raise NotImplementedError
+class Objects(abc.ABC):
+    """Which objects belong to the engine."""
 
     #: The engine's tensor class (parameters are instances too).
     tensor_type: type = type(None)
+
+    @abc.abstractmethod
+    def is_module(self, value: Any) -> bool:
+        """True if ``value`` is an ``nn.Module`` of this engine."""
 
     def is_tensor(self, value: Any) -> bool:
         """True if ``value`` is a tensor of this engine (parameters included)."""
@@ -64,33 +76,40 @@ class Engine:
                 found += self.tensors_in(item)
         return found
 
-    # ------------------------------------------------------------------ global hooks
+
+class Hooks(abc.ABC):
+    """Global hooks on every module's forward and every optimizer step (PyTorch's signatures; each
+    registration returns a removable handle)."""
+
+    @abc.abstractmethod
     def register_module_forward_pre_hook(self, hook: Callable) -> Any:
         """Global ``hook(module, args) -> None | args`` before every module's forward; returns a handle."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def register_module_forward_hook(self, hook: Callable, *, with_kwargs: bool = False,
                                      always_call: bool = False) -> Any:
         """Global ``hook(module, args, output) -> None | output`` after every module's forward."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def register_optimizer_step_pre_hook(self, hook: Callable) -> Any:
         """Global ``hook(optimizer, args, kwargs) -> None`` before every ``optimizer.step()``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def register_optimizer_step_post_hook(self, hook: Callable) -> Any:
         """Global ``hook(optimizer, args, kwargs) -> None`` after every ``optimizer.step()``."""
-        raise NotImplementedError
 
-    # ------------------------------------------------------------------ modes
+
+class Modes(abc.ABC):
+    """Contexts that change how the engine runs the code inside them."""
+
+    @abc.abstractmethod
     def no_grad(self) -> contextlib.AbstractContextManager:
         """The engine's ``no_grad()`` context."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def record_creation_traces(self) -> contextlib.AbstractContextManager:
         """Anomaly mode without its checks: every node created inside remembers the user's stack
         (read it with :meth:`node_trace`)."""
-        raise NotImplementedError
 
     def trace_nonfinite_ops(self) -> contextlib.AbstractContextManager:
         """A context that watches every operation's output and yields an :class:`OpTrace` naming
@@ -98,19 +117,22 @@ class Engine:
         Slow: for the re-run of a step that already went wrong."""
         return contextlib.nullcontext()
 
-    # ------------------------------------------------------------------ graph nodes
+
+class Graph(abc.ABC):
+    """Facts about autograd nodes (``tensor.grad_fn`` and its ``next_functions``), and taps on them."""
+
+    @abc.abstractmethod
     def node_trace(self, node: Any) -> list[tuple[str, int]]:
         """``[(file, line), ...]``, outermost first, of the code that created ``node`` (empty
         unless it was created inside :meth:`record_creation_traces`)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def node_sequence_nr(self, node: Any) -> int:
         """The node's creation sequence number (later nodes have larger numbers)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def node_output_shapes(self, node: Any) -> tuple:
         """The shape of each output of ``node`` (the gradients it receives), as tuples of ints."""
-        raise NotImplementedError
 
     def node_name(self, tensor: Any) -> str | None:
         """``tensor.grad_fn.name()``, looking through the identity nodes of module backward hooks."""
@@ -120,21 +142,23 @@ class Engine:
             node = following[0] if following else None
         return node.name() if node is not None else None
 
-    # ------------------------------------------------------------------ numbers
+    @abc.abstractmethod
+    def gradient_norm_taps(self) -> GradientNormTaps:
+        """A new, empty set of :class:`~gradscope.engines.observers.GradientNormTaps` on this
+        engine's autograd nodes (the generic one, or one that reads the gradients more cheaply)."""
+
+
+class Numbers(abc.ABC):
+    """Tensor values on the host, and the statistics the monitors take of them."""
+
+    @abc.abstractmethod
     def to_numpy(self, tensor: Any) -> np.ndarray:
         """The tensor's values on the host as a numpy array (float32 for 16-bit floats)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
         """Sum of squares of each tensor (None for a None entry), exact for finite values
         (no float32 overflow), NaN/Inf when the tensor holds them, with one host transfer."""
-        raise NotImplementedError
-
-    def gradient_norm_taps(self) -> "GradientNormTaps":
-        """A new, empty set of :class:`GradientNormTaps` on autograd nodes."""
-        from gradscope.engines.observers import GradientNormTaps
-
-        return GradientNormTaps(self)
 
     def loss_and_squared_norms(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
         """``(float(loss), squared_norms(tensors))`` with a single host synchronisation."""
@@ -154,30 +178,42 @@ class Engine:
         """``"nan"`` if the tensor holds a NaN, else ``"inf"`` if it holds an Inf, else None."""
         return nonfinite_kind_of_array(self.to_numpy(tensor))
 
+    def nonfinite_count(self, tensor: Any) -> int:
+        """The number of NaN and Inf entries of ``tensor`` (0 for a tensor that is not floating
+        point)."""
+        return nonfinite_count(self.to_numpy(tensor))
+
+
+class Training(abc.ABC):
+    """The engine's own clipping utilities and default optimizer."""
+
+    @abc.abstractmethod
     def clip_grad_norm_(self, parameters: Iterable[Any], max_norm: float) -> Any:
         """The engine's ``nn.utils.clip_grad_norm_``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def clip_grad_value_(self, parameters: Iterable[Any], clip_value: float) -> None:
         """The engine's ``nn.utils.clip_grad_value_``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def sgd(self, parameters: Iterable[Any], lr: float) -> Any:
         """The engine's ``optim.SGD(parameters, lr=lr)``: the default optimizer."""
-        raise NotImplementedError
 
-    # ------------------------------------------------------------------ state
+
+class State(abc.ABC):
+    """Random generator state, tensor copies and where tensors live (snapshots and restores)."""
+
+    @abc.abstractmethod
     def manual_seed(self, seed: int) -> None:
         """Seed the engine's default random generator(s)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def get_rng_state(self) -> dict[str, np.ndarray]:
         """The default generators' states as plain arrays (``{"cpu": ..., "cuda:0": ...}``)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
         """Restore what :meth:`get_rng_state` returned."""
-        raise NotImplementedError
 
     def clone(self, tensor: Any) -> Any:
         """A detached copy of ``tensor`` on its device (for snapshots)."""
@@ -199,14 +235,14 @@ class Engine:
         norm is the sum of theirs."""
         return None
 
+    @abc.abstractmethod
     def copy_into(self, target: Any, value: Any) -> None:
         """``target.copy_(value)`` without recording graph; ``value`` is a tensor or a numpy array
         (moved to the target's device and cast to its dtype)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def from_numpy(self, array: np.ndarray, device: str | None = None, dtype: str | None = None) -> Any:
         """A new tensor with ``array``'s values (on ``device``, as ``dtype`` when given)."""
-        raise NotImplementedError
 
     def describe_device(self, tensor: Any) -> str | None:
         """The tensor's device as a string (``"cuda:0"``), or None on the CPU-only engine."""
@@ -222,16 +258,20 @@ class Engine:
         """The dtype's short name: ``"float32"``, ``"bfloat16"``, ``"int64"``, ..."""
         return str(tensor.dtype).rpartition(".")[2]
 
-    # ------------------------------------------------------------------ attaching to a script (``gradscope run``)
+
+class ScriptAttach(abc.ABC):
+    """Attaching to a user's script (``gradscope run``): the functions it wraps while the script
+    runs, and what it must know about the code it watches."""
+
+    @abc.abstractmethod
     def backward_entry_points(self) -> list[tuple[Any, str]]:
         """``(owner, attribute)`` pairs through which ``tensor.backward()`` and the engine's
         ``autograd.backward`` reach the engine; ``gradscope run`` wraps them while a script runs."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def in_backward(self) -> bool:
         """True while a backward pass runs in this thread (e.g. activation checkpointing's
         recomputation of forward)."""
-        raise NotImplementedError
 
     def is_compiling(self) -> bool:
         """True while a compiler traces the code (hooks must then do nothing)."""
@@ -266,29 +306,36 @@ class Engine:
         """The module a compiled wrapper wraps (``module`` itself when it is not one)."""
         return module
 
-    # ------------------------------------------------------------------ debugger (gradscope.debug)
+
+class Debugger(abc.ABC):
+    """What the gradient debugger (``gradscope.debug``) needs beyond the monitors."""
+
+    @abc.abstractmethod
     def gradient_edge(self, tensor: Any) -> tuple[Any, int] | None:
         """``(node, output_nr)`` that receives ``tensor``'s gradient in backward: its ``grad_fn``
         and output slot, or a leaf's gradient accumulator; None when it does not require grad."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def queue_backward_callback(self, callback: Callable[[], None]) -> None:
         """Run ``callback()`` once the backward pass now running has finished."""
-        raise NotImplementedError
 
     def node_creation_frames(self, node: Any) -> list[tuple[str, int, str]]:
         """``[(file, line, function), ...]``, outermost first, of the code that created ``node``
         (empty unless it was created inside :meth:`record_creation_traces`)."""
         return [(file, line, "") for file, line in self.node_trace(node)]
 
+    @abc.abstractmethod
     def debug_namespace(self) -> dict[str, Any]:
         """The engine's names for expressions typed at the debugger's prompt (``gs`` or ``torch``)."""
-        raise NotImplementedError
 
-    # ------------------------------------------------------------------ distributed (``gradscope run`` under torchrun)
+
+class Distributed(abc.ABC):
+    """Processes that run one script together (``gradscope run`` under ``torchrun``)."""
+
     def process_group(self) -> Any:
         """The per-step collectives on the script's initialised default process group
-        (:class:`gradscope.engines.torch.distributed.DistributedTensors`), or None."""
+        (:class:`gradscope.engines.torch.distributed.DistributedTensors`), or None: always on an
+        engine without process groups (gradscope's), and on torch while no group is up."""
         return None
 
     def group_teardown_entry_points(self) -> list[tuple[Any, str]]:
@@ -301,3 +348,20 @@ class Engine:
         """The module to call when re-running ``module`` on this process alone (a data-parallel
         wrapper's inner module, whose call starts no collective); ``module`` itself otherwise."""
         return module
+
+
+class Engine(Objects, Hooks, Modes, Graph, Numbers, Training, State, ScriptAttach, Debugger, Distributed):
+    """What the monitor layer needs from an autograd engine: every capability section.
+
+    Attributes:
+        name: ``"gradscope"`` or ``"torch"`` (the value of ``--engine``); an identity, not
+            something to choose behaviour by outside ``gradscope.engines``.
+        display: how messages name it (``"gradscope"``, ``"PyTorch"``).
+    """
+
+    name = ""
+    display = ""
+
+
+#: The capability sections of :class:`Engine`, in the order above.
+CAPABILITIES = (Objects, Hooks, Modes, Graph, Numbers, Training, State, ScriptAttach, Debugger, Distributed)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from gradscope.engines.observers import GraphOpRecorder, OpTrace
+from gradscope.engines.observers import GradientNormTaps, GraphOpRecorder, OpTrace
 from gradscope.engines.spec import Engine
 from gradscope.engines.torch import private
 from gradscope.engines.torch.dispatch import _NonFiniteOps, _TorchGraphOpRecorder
@@ -119,6 +119,9 @@ class TorchEngine(Engine):
 
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
         return self._squares(None, tensors)[1]
+
+    def gradient_norm_taps(self) -> GradientNormTaps:
+        return GradientNormTaps(self)
 
     def activation_summary(self, tensor: Any) -> Any:
         # The smallest and the largest entry, as a 2-element tensor: NaN when an entry is NaN
