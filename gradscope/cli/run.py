@@ -151,7 +151,8 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     from gradscope.monitor.run import RunMonitor, StopRun
     from gradscope.render.data import run_step_to_dict
     from gradscope.render.tables import run_line
-    from gradscope.scripts import ScriptError, run_module, run_script, when_imported
+    from gradscope.engines.activation import when_imported
+    from gradscope.scripts import ScriptError, run_module, run_script
 
     from gradscope.cli.common import quiet_numpy
     from gradscope.cli.status import StatusLine, output_below
