@@ -153,7 +153,9 @@ class Numbers(abc.ABC):
 
     @abc.abstractmethod
     def to_numpy(self, tensor: Any) -> np.ndarray:
-        """The tensor's values on the host as a numpy array (float32 for 16-bit floats)."""
+        """The tensor's values on the host as a numpy array, not to be written into: gradscope's
+        engine returns the tensor's own array (its dtype, no copy); torch's a copy, in float32
+        for 16-bit floats (numpy has no bfloat16)."""
 
     @abc.abstractmethod
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
