@@ -1,7 +1,7 @@
 """Engine adapters: the one place where gradscope's engine and PyTorch differ, and the only way in.
 
-The registry (this module) is what the rest of gradscope uses; it never imports a submodule of
-``gradscope.engines`` (``tests/test_layering.py`` checks that):
+This module is the registry, and the rest of gradscope uses only the names it exports (no code
+outside ``gradscope/engines`` imports one of its submodules; ``tests/test_layering.py`` checks that):
 
 * :func:`get_engine` returns the adapter for ``"gradscope"`` or ``"torch"`` (torch is imported
   then, and only then);
@@ -26,16 +26,17 @@ import sys
 import types
 from typing import Any, Callable, Iterator
 
-from gradscope.engines.kernels import (BATCH_LIMIT, exact_squares, nonfinite_count, nonfinite_kind_of_array,
-                                       segment_starts, squared_norm, squared_norms_of_arrays, total_norm)
 from gradscope.engines.activation import when_imported
+from gradscope.engines.kernels import (BATCH_LIMIT, nonfinite_count, nonfinite_kind_of_array, segment_starts,
+                                       squared_norm, squared_norms_of_arrays, total_norm)
 from gradscope.engines.observers import GradientNormTaps, OpTrace
 from gradscope.engines.spec import ACCUMULATE_NODE, HOOK_NODE, Engine
 from gradscope.errors import GradscopeError
 
 __all__ = ["ACCUMULATE_NODE", "BATCH_LIMIT", "ENGINE_NAMES", "Engine", "EngineError", "GradientNormTaps", "HOOK_NODE",
-           "OpTrace", "attach_engines", "engine_of", "engines_for_code", "exact_squares", "get_engine", "nonfinite_count", "nonfinite_kind_of_array",
-           "rank_launcher", "segment_starts", "select_engine", "squared_norm", "squared_norms_of_arrays", "total_norm"]
+           "OpTrace", "attach_engines", "engine_of", "engines_for_code", "get_engine", "nonfinite_count",
+           "nonfinite_kind_of_array", "rank_launcher", "segment_starts", "select_engine", "squared_norm",
+           "squared_norms_of_arrays", "total_norm"]
 
 #: The values ``--engine`` accepts.
 ENGINE_NAMES = ("gradscope", "torch")

@@ -8,6 +8,7 @@ hands back when asked to observe in :mod:`gradscope.engines.observers`).
 states its contract in its docstring. Abstract methods are those every adapter implements; the
 others have a default that is right for an engine without that capability (gradscope's own
 engine has no compiler, no process groups, no devices) or that only needs the abstract ones.
+The sections are parts of one object: a default may use the methods of another section.
 
 State: the registry (:func:`gradscope.engines.get_engine`) makes one adapter per engine and every
 monitor of the process shares it, so an adapter keeps no state about a run, a model or a monitor.

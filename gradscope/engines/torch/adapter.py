@@ -52,7 +52,11 @@ def _local(tensor: Any) -> Any:
 
 
 class TorchEngine(Engine):
-    """The adapter for PyTorch."""
+    """The adapter for PyTorch.
+
+    Its one piece of state is a cache: the :class:`~gradscope.engines.torch.distributed.DistributedTensors`
+    of the script's default process group, kept while that group is up (see :meth:`process_group`).
+    """
 
     name = "torch"
     display = "PyTorch"
