@@ -1,4 +1,4 @@
-"""Per-parameter gradient statistics, as :class:`~gradscope.monitor.records.ParameterRecord`\ s.
+"""Per-parameter gradient statistics (:class:`~gradscope.monitor.records.ParameterRecord` records).
 
 Tensors reach numpy through the engine adapter (``engine.to_numpy``); the array kernels (squared
 norms, non-finite counts, total norms) are :mod:`gradscope.engines`' and the same for every engine.
