@@ -1,6 +1,7 @@
 """Adapter conformance: every method of the engine interface (gradscope/engines/spec.py), called on
-both engines (torch only where it is installed) on a tiny model, against the contract its docstring
-states. Expected values come from numpy, so both engines are held to the same numbers.
+both engines (torch only where it is installed, and again on a CUDA device where there is one) on a
+tiny model, against the contract its docstring states. Expected values come from numpy, so both
+engines are held to the same numbers.
 
 ``test_every_interface_method_is_covered`` fails when the interface gains a method without a
 ``test_<method>`` here.
@@ -35,13 +36,18 @@ class Side:
     name: str
     engine: Engine
     lib: Any
+    device: str | None = None  # (torch's device for the tensors; None on gradscope's engine)
 
     def tensor(self, values: Any, requires_grad: bool = False, dtype: str = "float32") -> Any:
-        return self.lib.tensor(np.asarray(values), dtype=getattr(self.lib, dtype), requires_grad=requires_grad)
+        place = {} if self.device is None else {"device": self.device}
+        return self.lib.tensor(np.asarray(values), dtype=getattr(self.lib, dtype), requires_grad=requires_grad,
+                               **place)
 
     def model(self) -> Any:
         nn = self.lib.nn
         model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        if self.device is not None:
+            model = model.to(self.device)
         with self.lib.no_grad():
             for parameter, values in zip(model.parameters(), (W1, B1, W2, B2)):
                 parameter.copy_(self.tensor(values))
@@ -51,10 +57,16 @@ class Side:
         return (model(self.tensor(X)) ** 2).sum()
 
 
-@pytest.fixture(params=["gradscope", "torch"])
+@pytest.fixture(params=["gradscope", "torch", "torch-cuda"])
 def side(request: pytest.FixtureRequest) -> Side:
-    lib = gs if request.param == "gradscope" else pytest.importorskip("torch")
-    return Side(request.param, get_engine(request.param), lib)
+    if request.param == "gradscope":
+        return Side("gradscope", get_engine("gradscope"), gs)
+    torch = pytest.importorskip("torch")
+    if request.param == "torch":
+        return Side("torch", get_engine("torch"), torch, "cpu")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return Side("torch", get_engine("torch"), torch, "cuda:0")
 
 
 def _reference() -> dict[str, Any]:
@@ -398,13 +410,14 @@ def test_from_numpy(side: Side) -> None:
     tensor = side.engine.from_numpy(X)
     assert side.engine.is_tensor(tensor) and side.engine.dtype_name(tensor) == "float32"
     np.testing.assert_array_equal(side.engine.to_numpy(tensor), X)
-    if side.name == "torch":  # (gradscope's engine keeps the array's own dtype and device)
-        assert side.engine.dtype_name(side.engine.from_numpy(X, device="cpu", dtype="float64")) == "float64"
+    if side.name == "torch":  # (gradscope's engine keeps the array's own dtype and has no devices)
+        placed = side.engine.from_numpy(X, device=side.device, dtype="float64")
+        assert side.engine.dtype_name(placed) == "float64" and side.engine.describe_device(placed) == side.device
 
 
 def test_describe_device(side: Side) -> None:
     device = side.engine.describe_device(side.tensor(X))
-    assert device is None if side.name == "gradscope" else device == "cpu"
+    assert device == side.device
 
 
 def test_storage_key(side: Side) -> None:
