@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from gradscope._tool.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
-from gradscope.engines import Engine, EngineError, engine_of, get_engine, select_engine
+from gradscope.engines import Engine, EngineError, engine_of, engines_for_code, select_engine
 from gradscope.errors import ModelError
 
 __all__ = ["ModelFileError", "UserCodeError", "Batch", "Workload", "load_model_file"]
@@ -289,9 +289,8 @@ def load_model_file(path: str | Path, seed: int = 0, engine: str | None = None) 
         raise ModelFileError(describe_syntax_error(label, exc)) from exc
 
     try:
-        get_engine("gradscope").manual_seed(seed)
-        if engine == "torch" or _imports_torch(code):
-            get_engine("torch").manual_seed(seed)
+        for used in engines_for_code(code, engine):
+            used.manual_seed(seed)
     except EngineError as exc:
         raise ModelFileError(f"{label}: {exc}") from exc
     module = types.ModuleType(f"gradscope_model_{next(_module_counter)}")
@@ -371,11 +370,6 @@ def _is_module(value: Any) -> bool:
     engine = engine_of(value)
     return engine is not None and engine.is_module(value)
 
-
-def _imports_torch(code: types.CodeType) -> bool:
-    """Whether compiled module code imports torch (``import torch``, ``from torch import nn``)."""
-    return any(name == "torch" or name.startswith("torch.") for name in code.co_names) or any(
-        isinstance(const, types.CodeType) and _imports_torch(const) for const in code.co_consts)
 
 
 def _describe(value: Any) -> str:

@@ -5,14 +5,10 @@ the script's directory, ``__name__ == "__main__"`` and ``__file__`` set, and res
 ``sys.path`` and ``sys.modules["__main__"]`` afterwards; the modules the script imported from its
 own folder leave ``sys.modules`` too (:class:`~gradscope._tool.usercode.ImportScope`).
 :func:`run_module` does the same for a module, the way ``python -m MODULE ARGS`` does.
-:func:`when_imported` runs a callback once a module (``torch``) has finished importing, so that an
-engine's hooks are attached only if the script uses that engine.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -20,15 +16,14 @@ import sys
 import traceback
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from gradscope._tool.frames import is_instrumentation_file
 from gradscope._tool.usercode import ImportScope, describe_raise, describe_syntax_error, passes_through
 from gradscope.errors import ModelError
 
 __all__ = ["ProcessFollower", "ScriptError", "ScriptNotFound", "ScriptResult", "check_module", "check_script",
-           "run_module", "run_script",
-           "when_imported"]
+           "run_module", "run_script"]
 
 
 class ScriptNotFound(ModelError):
@@ -259,65 +254,6 @@ def _script_traceback(exc: BaseException, code: types.CodeType) -> str:
     shown.stack = traceback.StackSummary.from_list(
         [frame for frame in shown.stack if not is_instrumentation_file(frame.filename)])
     return "".join(shown.format())
-
-
-class _ImportWatcher(importlib.abc.MetaPathFinder):
-    """A ``sys.meta_path`` finder that finds nothing itself: it lets the other finders find
-    ``name`` and wraps the loader so that ``callback`` runs after the module has executed."""
-
-    def __init__(self, name: str, callback: Callable[[], None]) -> None:
-        self.name = name
-        self.callback = callback
-        self._searching = False
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self.name or self._searching:
-            return None
-        self._searching = True
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self._searching = False
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        execute = loader.exec_module
-        callback = self.callback
-
-        def exec_module(module: types.ModuleType) -> None:
-            execute(module)
-            callback()
-
-        loader.exec_module = exec_module
-        return spec
-
-
-@contextlib.contextmanager
-def when_imported(name: str, callback: Callable[[], None]) -> Iterator[None]:
-    """Run ``callback()`` once the top-level module ``name`` has been imported.
-
-    Immediately if it already is; otherwise right after its first import finishes, inside the
-    ``with`` block. The module is never imported here.
-    """
-    if name in sys.modules:
-        callback()
-        yield
-        return
-    fired = False
-
-    def once() -> None:
-        nonlocal fired
-        if not fired:
-            fired = True
-            callback()
-
-    watcher = _ImportWatcher(name, once)
-    sys.meta_path.insert(0, watcher)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(watcher)
 
 
 #: Environment variables that mark a process started for one rank of a distributed job.

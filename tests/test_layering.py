@@ -45,6 +45,11 @@ def _imports(path: Path) -> list[tuple[str, int]]:
 
 
 FILES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE)
+ENGINES = PACKAGE / "engines"
+#: The submodules of gradscope.engines (``native``, ``spec``, ``torch``, ...): private to it.
+ENGINE_SUBMODULES = frozenset(path.stem if path.suffix == ".py" else path.name for path in ENGINES.iterdir()
+                              if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists())
+OUTSIDE_ENGINES = [path for path in FILES if ENGINES not in path.parents]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -72,6 +77,83 @@ def test_imports_only_go_downward(path: Path) -> None:
                 f"gradscope.engines, not import {module}"
         assert RANKS[target] <= RANKS[layer], f"{path}:{line}: {layer} (rank {RANKS[layer]}) imports " \
             f"{module} (rank {RANKS[target]}): imports must only go downward"
+
+
+def engine_submodule_imports(path: Path) -> list[tuple[str, int]]:
+    """The imports in ``path`` that reach into a submodule of gradscope.engines: ``import
+    gradscope.engines.X``, ``from gradscope.engines.X import ...``, ``from gradscope.engines import X``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names if alias.name.startswith("gradscope.engines.")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("gradscope.engines."):
+                found.append((node.module, node.lineno))
+            elif node.module == "gradscope.engines":
+                found += [(f"gradscope.engines.{alias.name}", node.lineno) for alias in node.names
+                          if alias.name in ENGINE_SUBMODULES]
+    return found
+
+
+@pytest.mark.parametrize("path", OUTSIDE_ENGINES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_engines_are_reached_only_through_the_registry(path: Path) -> None:
+    """Outside gradscope/engines, only ``gradscope.engines``' public names are imported."""
+    assert ENGINE_SUBMODULES >= {"native", "spec", "kernels", "torch"}  # (the scan found the package's parts)
+    for module, line in engine_submodule_imports(path):
+        raise AssertionError(f"{path}:{line} imports {module}: use the names gradscope.engines exports")
+
+
+def _is_engine_name(node: ast.expr) -> bool:
+    """``engine.name``, ``self.engine.name``, ``workload.torch_engine.name``: the attribute ``name``
+    of something whose own name contains "engine"."""
+    if not isinstance(node, ast.Attribute) or node.attr != "name":
+        return False
+    owner = node.value
+    identifier = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+    return "engine" in identifier.lower()
+
+
+def _is_string_constant(node: ast.expr) -> bool:
+    """A str literal, or a tuple/list/set literal of them (``engine.name in ("torch", ...)``)."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_is_string_constant(element) for element in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def engine_name_branches(source: str, filename: str = "<source>") -> list[int]:
+    """The lines where an engine's ``.name`` is compared with a string literal."""
+    lines = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for left, right in zip(operands, operands[1:]):
+                if (_is_engine_name(left) and _is_string_constant(right)) or \
+                        (_is_string_constant(left) and _is_engine_name(right)):
+                    lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", OUTSIDE_ENGINES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_behaviour_is_chosen_by_engine_name(path: Path) -> None:
+    """Outside gradscope/engines no code branches on ``engine.name == "torch"``: it asks the
+    adapter instead (comparing two engines' names, or using a name as a key, is fine)."""
+    for line in engine_name_branches(path.read_text(), str(path)):
+        raise AssertionError(f"{path}:{line} compares an engine's name with a string: ask the engine adapter")
+
+
+@pytest.mark.parametrize("source, found", [
+    ('group = engine.process_group() if engine.name == "torch" else None', True),
+    ('if "torch" != self.engine.name: pass', True),
+    ('if workload.engine.name in ("torch", "gradscope"): pass', True),
+    ('if torch_engine.name == "torch": pass', True),
+    ('if bundle.engine != engine.name: pass', False),  # an identity check between two engines
+    ('keys = {engine.name: 1}', False),
+    ('if module.name == "torch": pass', False),  # not an engine
+    ('if engine.display == "PyTorch": pass', False),
+    ('if engine.name: pass', False),
+])
+def test_the_engine_name_check_finds_exactly_these(source: str, found: bool) -> None:
+    assert bool(engine_name_branches(source)) is found
 
 
 def test_torch_is_imported_lazily() -> None:

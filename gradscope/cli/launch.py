@@ -154,9 +154,11 @@ def launch(app: App, nproc: int, script: str, args: list[str], options: Any, out
     from gradscope.scripts import check_module, check_script
 
     (check_module if module else check_script)(script)
+    from gradscope.engines import EngineError, rank_launcher
+
     try:
-        from gradscope.engines.torch_distributed import launch_local
-    except ImportError:
+        launch_local = rank_launcher()
+    except EngineError:
         app.abort("--nproc needs PyTorch with torch.distributed (pip install 'gradscope[torch]')", ExitCode.USAGE)
     with tempfile.TemporaryDirectory(prefix="gradscope-run-") as directory:
         result_path = os.path.join(directory, "result.pickle")

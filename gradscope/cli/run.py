@@ -147,11 +147,11 @@ def run(ctx: click.Context, script: str, script_args: tuple[str, ...], output_fo
 
 def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, output_format: str, worker: Any,
          module: bool = False, debugger: list[str] | None = None, conditions: tuple[str, ...] = ()) -> int:
-    from gradscope.engines import get_engine
+    from gradscope.engines import attach_engines
     from gradscope.monitor.run import RunMonitor, StopRun
     from gradscope.render.data import run_step_to_dict
     from gradscope.render.tables import run_line
-    from gradscope.scripts import ScriptError, run_module, run_script, when_imported
+    from gradscope.scripts import ScriptError, run_module, run_script
 
     from gradscope.cli.common import quiet_numpy
     from gradscope.cli.status import StatusLine, output_below
@@ -180,9 +180,7 @@ def _run(app: App, script: str, args: list[str], options: Any, log: LogWriter, o
     interrupt: KeyboardInterrupt | None = None
     try:
         with monitor:
-            monitor.attach(get_engine("gradscope"))
-            with when_imported("torch", lambda: monitor.attach(get_engine("torch"))), \
-                    monitor.reducer.deferred_signals(), follower:
+            with attach_engines(monitor.attach), monitor.reducer.deferred_signals(), follower:
                 try:
                     with output_below(status), quiet_numpy():
                         result = (run_module if module else run_script)(script, args)

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gradscope.debug.stats import total_norm
+from gradscope.engines import total_norm
 from gradscope.errors import GradscopeError
 
 PHASE_ORDER = ("forward", "pre", "node", "post")

@@ -13,8 +13,7 @@ import numpy as np
 
 from gradscope.debug.errors import DebugCommandError
 from gradscope.debug.record import PassRecord, Stop
-from gradscope.debug.stats import total_norm
-from gradscope.engines import Engine
+from gradscope.engines import Engine, total_norm
 
 
 class GradientEdit:

@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from gradscope.debug.stats import nonfinite_count, total_norm
 from gradscope.debug.tracking import Call
+from gradscope.engines import nonfinite_count, total_norm
 
 
 @dataclass(eq=False)

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradscope.engines import nonfinite_count
+
 HISTOGRAM_BINS = 16
 
 
@@ -38,13 +40,6 @@ class MissingTensor:
     reason: str
 
 
-def nonfinite_count(array: np.ndarray) -> int:
-    """Number of NaN or infinite elements (0 for non-float arrays)."""
-    if array.dtype.kind not in "fc":
-        return 0
-    return int(array.size - np.count_nonzero(np.isfinite(array)))
-
-
 def l2_norm(array: np.ndarray) -> float:
     """Euclidean norm computed in float64 (so large float32 values do not overflow)."""
     if array.size == 0:
@@ -52,12 +47,6 @@ def l2_norm(array: np.ndarray) -> float:
     wide = array.astype(np.float64, copy=False)
     with np.errstate(over="ignore", invalid="ignore"):
         return float(np.sqrt(np.sum(wide * wide)))
-
-
-def total_norm(arrays: list) -> float:
-    """Euclidean norm of several arrays taken together (``None`` entries are skipped)."""
-    squares = [l2_norm(a) ** 2 for a in arrays if a is not None]
-    return float(np.sqrt(sum(squares))) if squares else 0.0
 
 
 def tensor_stats(label: str, array: np.ndarray, edited: bool = False) -> TensorStats:

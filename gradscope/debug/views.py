@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from gradscope.debug.errors import DebugCommandError
 from gradscope.debug.graph import HOOK_NODE
-from gradscope.debug.stats import MissingTensor, l2_norm, nonfinite_count, tensor_stats, total_norm
+from gradscope.debug.stats import MissingTensor, l2_norm, tensor_stats
+from gradscope.engines import nonfinite_count, total_norm
 
 if TYPE_CHECKING:
     from gradscope.debug.conditions import BreakpointTable

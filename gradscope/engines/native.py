@@ -14,8 +14,9 @@ import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.base import (Engine, GradientNormTaps, NonFiniteOp, OpTrace, nonfinite_entries, squared_norm,
-                                    squared_norms_of_arrays, stack_of)
+from gradscope.engines.kernels import nonfinite_count, squared_norm, squared_norms_of_arrays
+from gradscope.engines.observers import GradientNormTaps, NonFiniteOp, OpTrace, stack_of
+from gradscope.engines.spec import Engine
 from gradscope.nn.modules import module as module_hooks
 from gradscope.nn.modules.module import Module
 from gradscope.optim import optimizer as optimizer_hooks
@@ -276,9 +277,9 @@ def _tap(output_slots: tuple, input_slots: tuple, receiver: Callable, grad_input
         input_square = None if grad_input is None else squared_norm(grad_input)
         nonfinite = 0
         if output_square is not None and not output_square < math.inf:  # (NaN or Inf)
-            nonfinite += nonfinite_entries(grad_output)
+            nonfinite += nonfinite_count(grad_output)
         if input_square is not None and not input_square < math.inf:
-            nonfinite += nonfinite_entries(grad_input)
+            nonfinite += nonfinite_count(grad_input)
         receiver(output_square, input_square, nonfinite)
         return
     output_square, output_nonfinite = _squares_at(grad_outputs, output_slots)
@@ -297,5 +298,5 @@ def _squares_at(arrays: tuple, slots: tuple) -> tuple[float | None, int]:
             square = squared_norm(array)
             total = square if total is None else total + square
             if not square < math.inf:  # (NaN or Inf)
-                nonfinite += nonfinite_entries(array)
+                nonfinite += nonfinite_count(array)
     return total, nonfinite

@@ -143,7 +143,7 @@ class DistributedReducer(StepReducer):
 
     # ------------------------------------------------------------------ the step
     def _group(self, engine: Engine) -> Any:
-        group = engine.process_group() if engine.name == "torch" else None
+        group = engine.process_group()
         if group is not None:
             self._used = group
         return group

@@ -11,7 +11,7 @@ from gradscope.monitor.diagnose import GraphCuts, NormalizationInputs, loss_warn
 from gradscope.monitor.monitors import GradientMonitor
 from gradscope.monitor.records import Finding, InspectReport, NonFiniteOrigin
 from gradscope.monitor.snapshot import Snapshot
-from gradscope.monitor.stats import parameter_records, total_norm
+from gradscope.monitor.stats import parameter_records, total_grad_norm
 from gradscope.monitor.tracing import module_words
 
 # How many affected parameters the message of the one ``nonfinite`` finding names (all of them are
@@ -58,7 +58,7 @@ def inspect_model(workload: Workload, step: int = 0, thresholds: Thresholds = Th
         for p, grad in grads:  # (the gradients of the measured pass stay in .grad)
             p.grad = grad
     kept, _ = apply_waivers(findings, waivers)
-    return InspectReport(model=workload.label, step=step, loss=loss_value, total_grad_norm=total_norm(parameters),
+    return InspectReport(model=workload.label, step=step, loss=loss_value, total_grad_norm=total_grad_norm(parameters),
                          modules=monitor.module_records(), parameters=parameters, findings=kept,
                          first_nonfinite=origin)
 

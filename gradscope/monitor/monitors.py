@@ -28,7 +28,6 @@ from typing import Any, Callable
 
 from gradscope.engines import Engine, OpTrace, engine_of
 from gradscope.monitor.records import ModuleRecord
-from gradscope.monitor.stats import nonfinite_count as count_nonfinite
 from gradscope.monitor.tracing import LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of
 
 _ACCUMULATE = "AccumulateGrad"
@@ -295,7 +294,7 @@ class GradientMonitor(ModuleGradientHooks):
     def _grad_output(self, call: ModuleCall, grad: Any) -> None:
         if grad is not None:
             square = self.engine.squared_norms([grad])[0]
-            _add_squares(call.totals, square, None, nonfinite_count(self.engine, grad) if not square < math.inf else 0)
+            _add_squares(call.totals, square, None, self.engine.nonfinite_count(grad) if not square < math.inf else 0)
 
     def _hook_node(self, call: ModuleCall, node: Any, slots: tuple, output_slots: tuple) -> None:
         # a monitor that never replaces gradients: the engine's taps add up the squared norms
@@ -316,11 +315,6 @@ def _add_squares(totals: list, output_square: float | None, input_square: float 
     if input_square is not None:
         totals[3] = input_square if totals[3] is None else totals[3] + input_square
     totals[4] += nonfinite
-
-
-def nonfinite_count(engine: Engine, tensor: Any) -> int:
-    """Number of NaN and Inf entries of a tensor."""
-    return count_nonfinite(engine.to_numpy(tensor))
 
 
 class ForwardNonFiniteTracer(_HookOwner):

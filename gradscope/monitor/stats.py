@@ -1,7 +1,7 @@
-"""Numbers from tensors: norms, per-parameter gradient statistics, non-finite counts.
+"""Per-parameter gradient statistics (:class:`~gradscope.monitor.records.ParameterRecord` records).
 
-Tensors reach numpy through the engine adapter (``engine.to_numpy``); the functions on arrays
-here are the same for every engine.
+Tensors reach numpy through the engine adapter (``engine.to_numpy``); the array kernels (squared
+norms, non-finite counts, total norms) are :mod:`gradscope.engines`' and the same for every engine.
 """
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from gradscope.engines import BATCH_LIMIT, Engine, squared_norm, squared_norms_of_arrays
-from gradscope.engines.base import segment_starts
-from gradscope.engines import nonfinite_entries as nonfinite_count  # (number of NaN and Inf entries of an array)
-from gradscope.engines import nonfinite_kind_of_array as nonfinite_kind  # noqa: F401 - public here too
+from gradscope.engines import (BATCH_LIMIT, Engine, nonfinite_count, segment_starts, squared_norm,
+                               squared_norms_of_arrays, total_norm)
 from gradscope.monitor.records import ParameterRecord
 
-__all__ = ["array_statistics", "module_of", "norm_from_square", "nonfinite_count", "nonfinite_kind", "parameter_record",
-           "parameter_records", "parameter_records_of", "squared_norm", "total_norm"]
+__all__ = ["array_statistics", "module_of", "norm_from_square", "parameter_record", "parameter_records",
+           "parameter_records_of", "total_grad_norm"]
 
 _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Bilinear")
 
@@ -174,10 +172,8 @@ def _parameters_with_types(model: Any) -> Iterator[tuple[str, str, Any]]:
                 yield dot + name, module_type, parameter
 
 
-def total_norm(records: Iterable[ParameterRecord]) -> float:
-    """2-norm over all parameter gradients of the records."""
-    total = 0.0
-    for record in records:
-        if record.grad_norm is not None:
-            total += record.grad_norm ** 2 if math.isfinite(record.grad_norm) else record.grad_norm
-    return math.sqrt(total) if not math.isnan(total) else math.nan
+def total_grad_norm(records: Iterable[ParameterRecord]) -> float:
+    """2-norm over all parameter gradients of the records: the norm of their gradient norms
+    (parameters without a gradient are left out)."""
+    return total_norm([np.array([record.grad_norm for record in records if record.grad_norm is not None],
+                                dtype=np.float64)])

@@ -42,7 +42,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def launch() -> int:
-    from gradscope.engines.torch_distributed import launch_local
+    from gradscope.engines.torch.launch import launch_local
 
     with tempfile.TemporaryDirectory() as directory:
         outcome = launch_local(2, [str(Path(__file__).resolve()), *sys.argv[1:]], directory)

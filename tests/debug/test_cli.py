@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from gradscope.cli import cli
-from gradscope.debug.stats import total_norm
 from gradscope.debug.text import number
+from gradscope.engines import total_norm
 from gradscope.loading import load_model_file
 from gradscope.nn.modules import module as module_file
 

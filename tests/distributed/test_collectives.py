@@ -8,7 +8,7 @@ dist = pytest.importorskip("torch.distributed")
 if not (dist.is_available() and dist.is_gloo_available()):
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-from gradscope.engines.torch_distributed import DistributedTensors, group_ready  # noqa: E402
+from gradscope.engines.torch.distributed import DistributedTensors, group_ready  # noqa: E402
 
 
 @pytest.fixture

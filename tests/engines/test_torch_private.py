@@ -1,4 +1,4 @@
-"""Each private torch API of gradscope/engines/torch_private.py does, on the installed torch, what
+"""Each private torch API of gradscope/engines/torch/private.py does, on the installed torch, what
 the adapter relies on: a new torch release that changes one fails here, by name."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gradscope.engines import torch_private as private  # noqa: E402
+from gradscope.engines.torch import private  # noqa: E402
 
 
 def test_foreach_norm_is_each_tensors_2_norm():
@@ -113,7 +113,7 @@ def test_checked_versions_include_the_lowest_declared_one():
         return tuple(int(part) for part in (version.split(".") + ["0", "0"])[:3])
 
     assert release(private.CHECKED_ON[0]) == release(lowest), \
-        "torch_private.py was not reviewed against the lowest declared torch"
+        "engines/torch/private.py was not reviewed against the lowest declared torch"
 
 
 def test_to_numpy_leaves_a_cpu_tensor_resizable():

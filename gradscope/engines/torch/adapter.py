@@ -7,157 +7,22 @@ with a float64 norm of that tensor alone before it is reported (a rare, slow pat
 """
 from __future__ import annotations
 
-import collections
 import contextlib
-import functools
 import math
 import re
 import sys
-import traceback
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
-from torch.overrides import TorchFunctionMode
 
-from gradscope._tool.frames import passes_call_through
-from gradscope.engines import torch_private as private
-from gradscope.engines.base import Engine, GraphOpRecorder, NonFiniteOp, OpTrace, stack_of
-from gradscope.engines.torch_private import TorchDispatchMode, tree_leaves
+from gradscope.engines.observers import GradientNormTaps, GraphOpRecorder, OpTrace
+from gradscope.engines.spec import Engine
+from gradscope.engines.torch import private
+from gradscope.engines.torch.dispatch import _NonFiniteOps, _TorchGraphOpRecorder
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-
-
-# Operations whose output is uninitialised memory: a NaN there means nothing.
-_UNINITIALISED = ("aten.empty", "aten.new_empty", "aten.empty_strided", "aten.empty_like", "aten.resize_")
-
-
-class _NonFiniteOps(TorchDispatchMode):
-    """Checks the output of every operation below autograd; records each non-finite one."""
-
-    def __init__(self, trace: OpTrace) -> None:
-        super().__init__()
-        self.trace = trace
-        self._pending: list = []  # records whose node autograd attaches after the operation returns
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        if self._pending:  # the previous operation is now recorded by autograd
-            self._read_nodes()
-        out = func(*args, **(kwargs or {}))
-        if not str(func).startswith(_UNINITIALISED):
-            for tensor in tree_leaves(out):
-                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.numel() \
-                        and not bool(torch.isfinite(tensor).all()):
-                    kind = "nan" if bool(torch.isnan(tensor).any()) else "inf"
-                    record = NonFiniteOp(str(func), kind, stack_of(sys._getframe(1)), tensor)
-                    self.trace.outputs.append(record)
-                    self._pending.append(record)
-                    break
-        return out
-
-    def _read_nodes(self) -> None:
-        for record in self._pending:
-            record.grad_fn = record.tensor.grad_fn
-        self._pending.clear()
-
-    def __exit__(self, *exc_info: Any) -> Any:
-        self._read_nodes()
-        return super().__exit__(*exc_info)
-
-
-class _GraphOpMode(TorchFunctionMode):
-    """Passes every torch function through and shows it to the recorder (None: inert)."""
-
-    def __init__(self, recorder: "_TorchGraphOpRecorder") -> None:
-        super().__init__()
-        self.recorder: _TorchGraphOpRecorder | None = recorder
-
-    @passes_call_through  # func is the script's call: what it raises is the script's error
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        if self.recorder is not None:
-            self.recorder.saw(func, args, kwargs, out)
-        return out
-
-
-def _on_top(mode: Any) -> bool:
-    depth = torch._C._len_torch_function_stack()
-    return bool(depth) and torch._C._get_function_stack_at(depth - 1) is mode
-
-
-class _TorchGraphOpRecorder(GraphOpRecorder):
-    """:class:`GraphOpRecorder` through a torch function mode pushed while it is started.
-
-    ``loss.backward()`` would run inside the mode's handler (a tensor method under an active mode),
-    where the mode is off the stack and cannot be removed; so while started, ``Tensor.backward``
-    is wrapped to stop recording before it starts.
-    """
-
-    def __init__(self, engine: Engine, follow: Callable[[str], bool], limit: int) -> None:
-        self.engine = engine
-        self.records: collections.deque = collections.deque(maxlen=limit)
-        self._follow = follow
-        self._mode: _GraphOpMode | None = None
-        self._stale: list[_GraphOpMode] = []
-        self._backward: Any = None
-
-    def start(self) -> None:
-        self._drop_stale()
-        if self._mode is None and not torch.compiler.is_compiling():
-            self._mode = _GraphOpMode(self)
-            self._mode.__enter__()
-            if self._backward is None:
-                self._backward = torch.Tensor.__dict__["backward"]
-                torch.Tensor.backward = self._stop_then(self._backward)
-
-    def _stop_then(self, backward: Callable) -> Callable:
-        @functools.wraps(backward)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self.stop()
-            return backward(*args, **kwargs)
-
-        return wrapper
-
-    def stop(self) -> None:
-        if self._backward is not None:
-            torch.Tensor.backward = self._backward
-            self._backward = None
-        mode, self._mode = self._mode, None
-        if mode is None:
-            self._drop_stale()
-            return
-        if _on_top(mode):
-            mode.__exit__(None, None, None)
-        else:  # the script pushed a mode of its own above it: leave it there, inert, until it is on top
-            mode.recorder = None
-            self._stale.append(mode)
-        self._drop_stale()
-
-    def _drop_stale(self) -> None:
-        while self._stale and _on_top(self._stale[-1]):
-            self._stale.pop().__exit__(None, None, None)
-
-    def clear(self) -> None:
-        self.records.clear()
-
-    def saw(self, func: Any, args: tuple, kwargs: dict | None, out: Any) -> None:
-        if type(out) is not torch.Tensor:
-            if not isinstance(out, (tuple, list)):
-                if not isinstance(out, torch.Tensor):
-                    return
-            else:
-                out = next((item for item in out if isinstance(item, torch.Tensor)), None)
-                if out is None:
-                    return
-        if not out.is_floating_point():
-            return
-        frame = sys._getframe(2)
-        follow = self._follow
-        while frame is not None and not follow(frame.f_code.co_filename):
-            frame = frame.f_back
-        self.records.append((out, out.grad_fn, (frame.f_code.co_filename, frame.f_lineno) if frame is not None
-                             else None, func, (args, kwargs)))
 
 
 def _norms(tensors: list) -> list:
@@ -181,13 +46,17 @@ def _local(tensor: Any) -> Any:
     """The rank's own shard of a distributed tensor (norms of it start no collective); else ``tensor``."""
     if type(tensor) is torch.Tensor or type(tensor) is torch.nn.Parameter:
         return tensor
-    from gradscope.engines.torch_distributed import DistributedTensors
+    from gradscope.engines.torch.distributed import DistributedTensors
 
     return DistributedTensors.local(tensor)
 
 
 class TorchEngine(Engine):
-    """The adapter for PyTorch."""
+    """The adapter for PyTorch.
+
+    Its one piece of state is a cache: the :class:`~gradscope.engines.torch.distributed.DistributedTensors`
+    of the script's default process group, kept while that group is up (see :meth:`process_group`).
+    """
 
     name = "torch"
     display = "PyTorch"
@@ -254,6 +123,9 @@ class TorchEngine(Engine):
 
     def squared_norms(self, tensors: Sequence[Any]) -> list[float | None]:
         return self._squares(None, tensors)[1]
+
+    def gradient_norm_taps(self) -> GradientNormTaps:
+        return GradientNormTaps(self)
 
     def activation_summary(self, tensor: Any) -> Any:
         # The smallest and the largest entry, as a 2-element tensor: NaN when an entry is NaN
@@ -377,7 +249,7 @@ class TorchEngine(Engine):
         return private.compiled_original(module) is not None
 
     def uncompiled(self, module: Any) -> Any:
-        from gradscope.engines.torch_distributed import local_module
+        from gradscope.engines.torch.distributed import local_module
 
         module = local_module(module)  # a DDP wrapper is named as the model it holds
         original = private.compiled_original(module)
@@ -408,7 +280,7 @@ class TorchEngine(Engine):
 
     # ------------------------------------------------------------------ distributed
     def process_group(self) -> Any:
-        from gradscope.engines.torch_distributed import DistributedTensors, group_ready
+        from gradscope.engines.torch.distributed import DistributedTensors, group_ready
 
         if not group_ready():
             self._group = None
@@ -426,6 +298,6 @@ class TorchEngine(Engine):
         return [(dist, "destroy_process_group")] if dist.is_available() else []
 
     def local_module(self, module: Any) -> Any:
-        from gradscope.engines.torch_distributed import local_module
+        from gradscope.engines.torch.distributed import local_module
 
         return local_module(module)
