@@ -1,4 +1,4 @@
-"""The package's import layering (../shared/DESIGN.md), checked by parsing every import."""
+"""The package's import layering (described in docs/code-map.md), checked by parsing every import."""
 from __future__ import annotations
 
 import ast

@@ -16,7 +16,8 @@ from types import FrameType
 from typing import Any, Callable
 
 from gradscope.engines import Engine, engine_of
-from gradscope.monitor.tracing import is_user_file, relative_source
+from gradscope._tool.frames import is_user_file
+from gradscope.monitor.tracing import relative_source
 
 
 @dataclass(eq=False)

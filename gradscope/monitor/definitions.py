@@ -16,7 +16,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from gradscope.monitor.tracing import is_user_file
+from gradscope._tool.frames import is_user_file
 
 Location = tuple[str, int]
 

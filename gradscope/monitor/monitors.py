@@ -339,7 +339,7 @@ class ForwardNonFiniteTracer(_HookOwner):
         engine: the engine adapter (found from the model when None).
         follow: ``follow(filename, first_line) -> bool``, the files to trace instead of
             ``source_file`` (e.g. every file of the user's, see
-            :func:`~gradscope.monitor.tracing.is_user_file`).
+            :func:`~gradscope._tool.frames.is_user_file`).
         module_name: ``module_name(module) -> str | None``, the path of a module (None: outside
             the model); by default its path in ``model``.
         module_outputs_at_lines: attribute a module's non-finite output to the traced line that

@@ -41,7 +41,8 @@ from gradscope.monitor.run_step import BackwardPass, BackwardStats, RootCall, St
     nonfinite_place, square_sum, step_loss, value_kind, verdict_values
 from gradscope.monitor.spikes import SpikeTracker, spike_notes
 from gradscope.monitor.stats import module_of, norm_from_square
-from gradscope.monitor.tracing import is_user_file, join_path
+from gradscope._tool.frames import is_user_file
+from gradscope.monitor.tracing import join_path
 
 __all__ = ["FailingStep", "LOSS_GRAPH_NODES", "RunMonitor", "RunOptions", "StopRun"]
 

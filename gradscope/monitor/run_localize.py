@@ -27,7 +27,8 @@ from gradscope.monitor.localize import backward_node_origin, forward_module_orig
 from gradscope.monitor.monitors import ForwardNonFiniteTracer
 from gradscope.monitor.records import NonFiniteOrigin
 from gradscope.monitor.stats import module_of
-from gradscope.monitor.tracing import encloses, hook_every_node, is_user_file, module_words, relative_source
+from gradscope._tool.frames import is_user_file
+from gradscope.monitor.tracing import encloses, hook_every_node, module_words, relative_source
 
 if TYPE_CHECKING:
     from gradscope.monitor.run import RunMonitor, RunOptions

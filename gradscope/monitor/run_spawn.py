@@ -42,7 +42,7 @@ class FollowedRank:
     report_path: str
 
     def __call__(self, index: int, *args: Any) -> Any:
-        from gradscope.engines import get_engine
+        from gradscope.engines import attach_engines
         from gradscope.monitor.distributed import JoiningReducer
         from gradscope.monitor.run import ATTACHED, RunMonitor, StopRun
 
@@ -52,9 +52,7 @@ class FollowedRank:
         result = None
         try:
             with RunMonitor(self.options, main_globals=lambda: vars(sys.modules["__main__"]),
-                            reducer=reducer) as monitor:
-                monitor.attach(get_engine("gradscope"))
-                monitor.attach(get_engine("torch"))
+                            reducer=reducer) as monitor, attach_engines(monitor.attach):
                 try:
                     result = self.fn(index, *args)
                     monitor.finish()

@@ -3,8 +3,8 @@
 Shared by every localisation that needs more than module hooks: ``watch``'s and ``run``'s forward
 NaN/Inf tracer, the graph-cut search of the diagnoses and the debugger's forward watch.
 
-* :func:`is_user_file` (the rule is :mod:`gradscope._tool.frames`'s) and :func:`relative_source`:
-  which files are the user's own code, and how a place in them is shown;
+* :func:`relative_source`: how a place in the user's code is shown (which files are the user's
+  is :func:`gradscope._tool.frames.is_user_file`'s to say);
 * :class:`LineTracer`: ``sys.settrace`` over the frames of chosen files, reporting the local
   variables after every line and the value each frame returns;
 * :class:`NonFiniteKinds`: the NaN/Inf check of a tensor, made once per tensor;
@@ -19,8 +19,8 @@ import sys
 from types import FrameType, TracebackType
 from typing import Any, Callable, Iterable
 
-from gradscope._tool.frames import is_user_file  # noqa: F401 - the monitors and the debugger take it from here
 from gradscope.engines import ACCUMULATE_NODE, Engine
+
 
 def relative_source(filename: str, line: int) -> str:
     """``file:line``, the file relative to the working directory when it is below it."""

@@ -21,7 +21,8 @@ from gradscope.monitor.monitors import BackwardNonFiniteTracer, ForwardNonFinite
 from gradscope.monitor.records import Finding, NonFiniteOrigin, StepRecord, WatchReport
 from gradscope.monitor.snapshot import Snapshot
 from gradscope.monitor.stats import module_of, norm_from_square
-from gradscope.monitor.tracing import is_user_file, relative_source
+from gradscope._tool.frames import is_user_file
+from gradscope.monitor.tracing import relative_source
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ import textwrap
 from pathlib import Path
 
 import gradscope as gs
+from gradscope._tool.frames import is_user_file
 from gradscope.engines import get_engine
-from gradscope.monitor.tracing import (LineTracer, NonFiniteKinds, encloses, hook_every_node, is_user_file, join_path,
-                                       lines_of, module_words, relative_source)
+from gradscope.monitor.tracing import (LineTracer, NonFiniteKinds, encloses, hook_every_node, join_path, lines_of,
+                                       module_words, relative_source)
 
 
 def made_here(x):

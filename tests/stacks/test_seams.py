@@ -71,7 +71,7 @@ def test_an_enabled_scaler_that_skips_the_step_is_still_not_a_finding():
 
 
 def test_recorder_keeps_loss_operations_with_their_line_and_leaves_the_mode_stack_as_it_was():
-    from gradscope.monitor.tracing import is_user_file
+    from gradscope._tool.frames import is_user_file
 
     recorder = get_engine("torch").record_graph_ops(is_user_file, 3)
     depth = torch._C._len_torch_function_stack()
