@@ -7,8 +7,9 @@ Run on a machine with a CUDA GPU, from the repository root (a few minutes)::
 
 gradscope's design on PyTorch keeps every per-step statistic on the device and makes one host
 synchronisation per step (the transfer of the step's packed norms). This script checks that and
-prices it, on two training scripts run as users run them (whole processes; start-up cancelled by
-differencing a long and a short run; median over rounds):
+prices it, on two training scripts run as users run them (whole processes; each script times its own
+steps from the third on, between two device synchronisations, so that start-up, which on a
+sandboxed GPU machine varies by seconds, is left out; median over rounds):
 
 * an MLP 4096-4096-4096-10, batch 512, SGD;
 * a GPT-2-shaped transformer (12 blocks, width 768, 12 heads, sequence 512, batch 8, AdamW,
@@ -34,16 +35,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 COMMON = '''\
-import json, os, sys, warnings
+import json, os, sys, time, warnings
 import torch
 DEVICE = os.environ.get("BENCH_DEVICE", "cuda")
 STEPS = int(sys.argv[1])
 COUNT_FROM = 2
 syncs = []
+started = []  # when the timed steps began (after a synchronisation)
 
 
 def start_counting(step):
-    if step == COUNT_FROM and DEVICE == "cuda":
+    if step != COUNT_FROM:
+        return
+    if DEVICE == "cuda":
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("warn")
         warnings.simplefilter("always")
@@ -56,6 +60,7 @@ def start_counting(step):
                 original(message, category, *args, **kwargs)
 
         warnings.showwarning = count
+    started.append(time.perf_counter())
 
 
 step_box = [0]
@@ -65,7 +70,9 @@ def finish(loss):
     if DEVICE == "cuda":
         torch.cuda.set_sync_debug_mode(0)
         torch.cuda.synchronize()
-    report = {"loss": float(loss), "syncs": len(syncs), "counted_steps": max(STEPS - COUNT_FROM, 0),
+    timed = max(STEPS - COUNT_FROM, 0)
+    step_ms = (time.perf_counter() - started[0]) / timed * 1e3 if started and timed else None
+    report = {"loss": float(loss), "syncs": len(syncs), "counted_steps": timed, "step_ms": step_ms,
               "peak_bytes": torch.cuda.max_memory_allocated() if DEVICE == "cuda" else 0}
     out = os.environ.get("BENCH_REPORT")
     if out:
@@ -172,7 +179,7 @@ def run(argv: list[str], cwd: Path, device: str, report: Path) -> tuple[float, d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--steps", type=int, default=60, help="steps of the long run (the short one runs 10)")
+    parser.add_argument("--steps", type=int, default=60, help="steps per run (the first two are not timed)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     args = parser.parse_args()
@@ -181,7 +188,8 @@ def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here: nothing measured (use --device cpu for a dry run)")
         return 0
-    short = min(10, args.steps - 1) if args.steps > 2 else 1
+    if args.steps <= 3:
+        parser.error("--steps must be at least 4 (steps 0 and 1 are warm-up)")
     results = []
     with tempfile.TemporaryDirectory(prefix="gradscope-gpu-bench-") as folder:
         tmp = Path(folder)
@@ -195,9 +203,8 @@ def main() -> int:
             last: dict[str, dict] = {}
             for round_index in range(args.rounds):
                 for kind in (commands if round_index % 2 == 0 else reversed(list(commands))):
-                    long_wall, last[kind] = run([*commands[kind], str(args.steps)], tmp, args.device, report)
-                    short_wall, _ = run([*commands[kind], str(short)], tmp, args.device, report)
-                    per_step[kind].append((long_wall - short_wall) / (args.steps - short))
+                    _, last[kind] = run([*commands[kind], str(args.steps)], tmp, args.device, report)
+                    per_step[kind].append(last[kind]["step_ms"] / 1e3)
                 print(f"  {name}: round {round_index + 1}/{args.rounds}", flush=True)
             plain, monitored = statistics.median(per_step["plain"]), statistics.median(per_step["gradscope"])
             result = {"workload": name, "plain_ms_per_step": plain * 1e3, "gradscope_ms_per_step": monitored * 1e3,
