@@ -61,17 +61,22 @@ def run_findings(history: Sequence[StepRecord], thresholds: Thresholds, waivers:
     if not steps:
         return (), ()
     names = [name for name, _ in steps[-1].parameter_norms]
-    series: dict[str, list[float]] = {name: [] for name in names}
+    series: dict[str, list[float]] = {name: [] for name in names}  # (the finite norms)
+    reached: set[str] = set()  # the parameters a gradient reached, finite or not
     for record in steps:
         for name, norm in record.parameter_norms:
-            if name in series and norm is not None and math.isfinite(norm):
-                series[name].append(norm)
+            if name in series and norm is not None:
+                reached.add(name)
+                if math.isfinite(norm):
+                    series[name].append(norm)
     records = []
     for name in names:
         values = series[name]
         median = _median(values) if values else None
+        # A gradient that was NaN/Inf at every step is still a gradient: the run's non-finite report
+        # speaks of it, and no rule over finite norms applies (grad_norm None).
         records.append(ParameterRecord(
-            name=name, module=module_of(name), module_type="", shape=(), has_grad=bool(values), grad_norm=median,
+            name=name, module=module_of(name), module_type="", shape=(), has_grad=name in reached, grad_norm=median,
             grad_mean=None, grad_std=None, grad_abs_max=None, nonfinite=0,
             zero_fraction=1.0 if values and max(values) == 0.0 else 0.0 if values else None,
             dead_unit_fraction=None, param_norm=0.0, grad_to_param=None))

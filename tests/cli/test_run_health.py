@@ -4,7 +4,8 @@ A 12-layer sigmoid network: the first layers' gradients are around 1e-11 (vanish
 SGD update of lr x 1e-11 is below the float32 resolution of weights around 0.1, so those weights
 never change although the optimizer holds them: ``unchanged`` must say so, not "missing from the
 optimizer". ``frozen`` leaves the last layer out of the optimizer (that one *is* missing);
-``unused`` adds a layer forward never calls (no gradient).
+``unused`` adds a layer forward never calls (no gradient); ``nan`` makes every gradient NaN from
+the first step (a gradient that is NaN is still a gradient: not ``no_grad``).
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ if mode != "unused":
 params = [p for name, p in model.named_parameters() if not (mode == "frozen" and name.startswith("head."))]
 opt = T.optim.SGD(params, lr=0.1)
 x, y = T.randn(32, 16), T.randn(32, 1)
+if mode == "nan":
+    y = y * float("nan")
 for step in range(5):
     opt.zero_grad()
     loss = ((model(x) - y) ** 2).mean()
@@ -107,3 +110,11 @@ def test_a_healthy_run_has_no_findings(gradscope, engine, script):
     result = gradscope("run", "--format", "json", str(script), engine, "shallow", code=0)
     assert json.loads(result.stdout)["findings"] == []
     assert "No findings: every loss, gradient and parameter stayed finite." in result.stderr
+
+
+def test_nan_gradients_from_the_first_step_are_not_missing_gradients(gradscope, engine, script):
+    doc = json.loads(gradscope("run", "--nan", "--format", "json", str(script), engine, "nan", code=1).stdout)
+    assert doc["first_nonfinite"] is not None
+    assert not [f for f in doc["findings"] if f["check"] == "no_grad"], doc["findings"]
+    doc = json.loads(gradscope("run", "--format", "json", str(script), engine, "nan", code=1).stdout)
+    assert not [f for f in doc["findings"] if f["check"] == "no_grad"], doc["findings"]
