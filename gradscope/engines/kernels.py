@@ -80,6 +80,23 @@ def exact_squares(arrays: Sequence[np.ndarray]) -> list[float]:
     return np.add.reduceat(flat, segment_starts([array.size for array in arrays])).tolist()
 
 
+#: How many elements :func:`fine_squared_norm` converts to float64 at a time.
+FINE_PIECE = 1 << 20
+
+
+def fine_squared_norm(array: np.ndarray) -> float:
+    """Sum of squares of ``array`` in float64 (complex: of its real and imaginary parts), read in
+    pieces of :data:`FINE_PIECE` elements so that no float64 copy of a large array is made."""
+    flat = array.reshape(-1)
+    if flat.dtype.kind == "c":
+        flat = flat.view(flat.real.dtype)
+    total = 0.0
+    for start in range(0, flat.size, FINE_PIECE):
+        piece = flat[start:start + FINE_PIECE].astype(np.float64)
+        total += float(np.dot(piece, piece))
+    return total
+
+
 def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float | None]:
     """:func:`squared_norm` of each array (None for None). Float32 and float64 arrays take one dot
     product each, called from C (``map``: no Python call per array, and no copy, which on a busy

@@ -14,7 +14,7 @@ import numpy as np
 
 from gradscope.autograd import anomaly, grad_mode
 from gradscope.autograd.tensor import Tensor
-from gradscope.engines.kernels import nonfinite_count, squared_norm, squared_norms_of_arrays
+from gradscope.engines.kernels import fine_squared_norm, nonfinite_count, squared_norm, squared_norms_of_arrays
 from gradscope.engines.observers import GradientNormTaps, NonFiniteOp, OpTrace, stack_of
 from gradscope.engines.spec import Engine
 from gradscope.nn.modules import module as module_hooks
@@ -132,6 +132,9 @@ class NativeEngine(Engine):
 
     def gradient_norm_taps(self) -> GradientNormTaps:
         return NativeGradientNormTaps(self)
+
+    def fine_squared_norms(self, tensors: Sequence[Any]) -> list[float]:
+        return [fine_squared_norm(tensor._data) for tensor in tensors]
 
     def clone(self, tensor: Any) -> Any:
         return Tensor._make(tensor._data.copy())

@@ -163,6 +163,14 @@ class Numbers(abc.ABC):
         """Sum of squares of each tensor (None for a None entry), exact for finite values
         (no float32 overflow), NaN/Inf when the tensor holds them, with one host transfer."""
 
+    @abc.abstractmethod
+    def fine_squared_norms(self, tensors: Sequence[Any]) -> list[float]:
+        """Sum of squares of each tensor's values accumulated in float64, to tell whether a
+        parameter changed at all between two points of a run: unlike a float32 norm, it moves
+        when an update moves a few entries of a large tensor by an ulp. Equal values give equal
+        results; a large tensor is read in pieces, so no float64 copy of it is made. One host
+        transfer; not for every step (one reduction per tensor)."""
+
     def loss_and_squared_norms(self, loss: Any, tensors: Sequence[Any]) -> tuple[float, list[float | None]]:
         """``(float(loss), squared_norms(tensors))`` with a single host synchronisation."""
         return float(loss.item()), self.squared_norms(tensors)

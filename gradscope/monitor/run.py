@@ -644,7 +644,8 @@ class RunMonitor:
         # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
         parameter_squares = squares[len(squares) - len(parameters):]
         squares = squares[:len(squares) - len(parameters)]
-        self.parameter_changes.observe(parameter_squares)
+        self.parameter_changes.observe(parameter_squares, engine,
+                                       parameters if all(map(engine.is_tensor, parameters)) else None)
         current.activation_nonfinite = any(value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss, scale=scale,
@@ -921,6 +922,7 @@ class RunMonitor:
         held = {id(p) for optimizer in self._optimizers.values() for group in optimizer.param_groups
                 for p in group["params"]}
         optimized = [name for name, p in self._models.parameters if id(p) in held]
+        self.parameter_changes.settle()
         findings, waived = run_findings(history, self.options.thresholds, self.options.waivers,
                                         self.parameter_changes, optimized)
         first = origin or next((record.origin for record in history if record.origin is not None), None)

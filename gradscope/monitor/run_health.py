@@ -6,15 +6,17 @@ applies ``check``'s rules to it with the same thresholds (``max_norm``, ``min_no
 ``min_ratio``): ``no_grad`` (no gradient at any step), ``dead`` (a gradient that is exactly zero
 at every step), ``exploding``, ``vanishing``. ``unchanged``: a parameter that had a non-zero
 gradient but whose values never changed over the run (its norm, read with the gradients each
-step, stayed bit-for-bit the same). When the optimizer holds it, the update was below the
+step, stayed bit-for-bit the same, and so did a float64 sum of squares of its values, taken at
+the first step and at the end). When the optimizer holds it, the update was below the
 parameter's float32 resolution (the rounding swallowed it); otherwise it is missing from the
 optimizer. The waivers are ``check``'s (``--ignore``, ``ignore = [...]``).
 """
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
+from gradscope.engines import Engine
 from gradscope.monitor.analysis import Thresholds, Waiver, apply_waivers, gradient_findings, group_no_grad
 from gradscope.monitor.records import Finding, ParameterRecord, StepRecord
 from gradscope.monitor.stats import module_of
@@ -23,20 +25,46 @@ __all__ = ["ParameterChanges", "run_findings"]
 
 
 class ParameterChanges:
-    """Whether each parameter's values changed over the run, from the squared norms read each step."""
+    """Whether each parameter's values changed over the run.
+
+    The squared norms read at every step show most changes. A float32 norm can stay put while an
+    update moves a few entries of a large tensor, so a parameter whose norm never moved is checked
+    once more when the run ends (:meth:`settle`), against a float64 sum of squares of its values
+    taken at the first step (:meth:`Engine.fine_squared_norms`: two passes over the parameters
+    in a run, not one a step).
+    """
 
     def __init__(self) -> None:
         self.first: list[float | None] = []
         self.changed: list[bool] = []
+        self._start: tuple[Engine, list, list[float]] | None = None  # engine, parameters, fine squares
 
-    def observe(self, squares: Sequence[float | None]) -> None:
-        """The parameters' squared norms at one backward pass (model order; the list may grow)."""
+    def observe(self, squares: Sequence[float | None], engine: Engine | None = None,
+                parameters: Sequence[Any] | None = None) -> None:
+        """The parameters' squared norms at one backward pass (model order; the list may grow);
+        ``engine`` and ``parameters`` (the tensors of ``squares``) let :meth:`settle` look closer."""
         if len(squares) != len(self.first):
             self.first, self.changed = list(squares), [False] * len(squares)
+            self._start = None
+            if engine is not None and parameters is not None and len(parameters) == len(squares):
+                self._start = (engine, list(parameters), engine.fine_squared_norms(parameters))
             return
         for index, square in enumerate(squares):
             if square != self.first[index]:
                 self.changed[index] = True
+
+    def settle(self) -> None:
+        """Compare each parameter whose norm never moved with its values at the first step."""
+        if self._start is None:
+            return
+        engine, parameters, start = self._start
+        self._start = None
+        unsure = [index for index, changed in enumerate(self.changed) if not changed]
+        if unsure:
+            now = engine.fine_squared_norms([parameters[index] for index in unsure])
+            for index, value in zip(unsure, now):
+                if value != start[index]:
+                    self.changed[index] = True
 
 
 def _median(values: list[float]) -> float:

@@ -118,3 +118,34 @@ def test_nan_gradients_from_the_first_step_are_not_missing_gradients(gradscope, 
     assert not [f for f in doc["findings"] if f["check"] == "no_grad"], doc["findings"]
     doc = json.loads(gradscope("run", "--format", "json", str(script), engine, "nan", code=1).stdout)
     assert not [f for f in doc["findings"] if f["check"] == "no_grad"], doc["findings"]
+
+
+SMALL_UPDATES = """
+import sys
+ENGINE = sys.argv[1]
+if ENGINE == "torch":
+    import torch as T
+    from torch import nn
+    T.set_num_threads(1)
+else:
+    import gradscope as T
+    from gradscope import nn
+T.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 1024), nn.Tanh(), nn.Linear(1024, 1024), nn.Tanh(), nn.Linear(1024, 1))
+opt = T.optim.SGD(model.parameters(), lr=1e-4)
+x, y = T.randn(32, 64), T.randn(32, 1)
+for step in range(4):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_small_updates_of_a_large_layer_are_changes(gradscope, engine, tmp_path):
+    """A float32 norm of a 64 x 1024 weight stays put under these updates (gradscope's engine:
+    reported 'unchanged' before), though its entries move: no ``unchanged`` finding."""
+    path = tmp_path / "small_updates.py"
+    path.write_text(SMALL_UPDATES)
+    doc = json.loads(gradscope("run", "--format", "json", str(path), engine, code=0).stdout)
+    assert not [f for f in doc["findings"] if f["check"] == "unchanged"], doc["findings"]

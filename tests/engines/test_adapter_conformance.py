@@ -293,6 +293,20 @@ def test_squared_norms(side: Side) -> None:
     assert all(isinstance(value, float) for value in squares if value is not None)
 
 
+def test_fine_squared_norms(side: Side) -> None:
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal(3 * (1 << 20) // 2).astype(np.float32)  # (read in two pieces)
+    moved = big.copy()
+    moved[7] = np.nextafter(moved[7], np.float32(np.inf))  # one entry, one ulp
+    values = side.engine.fine_squared_norms([side.tensor(X), side.tensor(big), side.tensor(moved)])
+    assert all(isinstance(value, float) for value in values)
+    assert values[0] == pytest.approx(_square(X), rel=1e-12)
+    assert values[1] == pytest.approx(float(np.dot(big.astype(np.float64), big.astype(np.float64))), rel=1e-12)
+    assert values[2] != values[1]  # (a float32 norm of the two is the same)
+    assert side.engine.fine_squared_norms([side.tensor(big)]) == [values[1]]  # equal values, equal result
+    assert side.engine.fine_squared_norms([]) == []
+
+
 def test_loss_and_squared_norms(side: Side) -> None:
     model = side.model()
     loss = side.loss(model)

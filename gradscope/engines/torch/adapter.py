@@ -25,6 +25,9 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
+_FINE_PIECE = 1 << 20  # elements converted to float64 at a time by fine_squared_norms
+
+
 def _norms(tensors: list) -> list:
     """2-norms of the tensors in one batched call per precision group (16-bit floats accumulate
     in float32), in the order given."""
@@ -126,6 +129,19 @@ class TorchEngine(Engine):
 
     def gradient_norm_taps(self) -> GradientNormTaps:
         return GradientNormTaps(self)
+
+    def fine_squared_norms(self, tensors: Sequence[Any]) -> list[float]:
+        values = []
+        for tensor in tensors:
+            local = _local(tensor).detach()
+            if local.is_complex():
+                local = torch.view_as_real(local)
+            wide = torch.float32 if local.device.type == "mps" else torch.float64  # (mps has no float64)
+            total = torch.zeros((), dtype=wide, device=local.device)
+            for piece in local.reshape(-1).split(_FINE_PIECE):  # (a float64 copy of one piece at a time)
+                total += piece.to(wide).square().sum()
+            values.append(total)
+        return [float(value) for value in torch.stack(values).cpu().tolist()] if values else []
 
     def activation_summary(self, tensor: Any) -> Any:
         # The smallest and the largest entry, as a 2-element tensor: NaN when an entry is NaN
