@@ -1,8 +1,8 @@
-"""Eight sigmoid layers trained with SGD (gradscope's engine): the first layers' gradients vanish.
+"""Twelve sigmoid layers trained with SGD (gradscope's engine): the first layers' gradients vanish.
 
     gradscope run sample_scripts/train_deep_sigmoid.py
 
-Their gradients are around 1e-7, so an update of lr x gradient is below the float32 resolution
+Their gradients are around 1e-10, so an update of lr x gradient is below the float32 resolution
 of their weights: the optimizer holds them, yet they never change.
 """
 import gradscope as torch
@@ -10,7 +10,7 @@ from gradscope import nn
 
 torch.manual_seed(0)
 layers = []
-for _ in range(8):
+for _ in range(12):
     layers += [nn.Linear(16, 16), nn.Sigmoid()]
 model = nn.Sequential(*layers, nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
