@@ -644,8 +644,7 @@ class RunMonitor:
         # of the pass (a non-finite value that no loss or gradient shows, e.g. one masked out).
         parameter_squares = squares[len(squares) - len(parameters):]
         squares = squares[:len(squares) - len(parameters)]
-        self.parameter_changes.observe(parameter_squares, engine,
-                                       parameters if all(map(engine.is_tensor, parameters)) else None)
+        self.parameter_changes.observe(parameter_squares, engine, parameters)
         current.activation_nonfinite = any(value_kind(value) for value in squares[len(grads) + len(outputs):])
         stats = BackwardStats(loss_value, squares[:len(grads)], squares[len(grads):],
                                scaled=scaled is not None and scaled[0] is loss, scale=scale,

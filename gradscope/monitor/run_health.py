@@ -42,11 +42,13 @@ class ParameterChanges:
     def observe(self, squares: Sequence[float | None], engine: Engine | None = None,
                 parameters: Sequence[Any] | None = None) -> None:
         """The parameters' squared norms at one backward pass (model order; the list may grow);
-        ``engine`` and ``parameters`` (the tensors of ``squares``) let :meth:`settle` look closer."""
+        ``engine`` and ``parameters`` (the tensors of ``squares``) let :meth:`settle` look closer
+        (when every one of them is the engine's)."""
         if len(squares) != len(self.first):
             self.first, self.changed = list(squares), [False] * len(squares)
             self._start = None
-            if engine is not None and parameters is not None and len(parameters) == len(squares):
+            if engine is not None and parameters is not None and len(parameters) == len(squares) \
+                    and all(map(engine.is_tensor, parameters)):
                 self._start = (engine, list(parameters), engine.fine_squared_norms(parameters))
             return
         for index, square in enumerate(squares):

@@ -58,6 +58,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpt_model import GPT_MODEL  # noqa: E402
 THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 DEEP_MODEL = '''\
@@ -151,47 +153,7 @@ torch.manual_seed(0)
 WIDTH, HEADS, BLOCKS, SEQ, BATCH, VOCAB = 256, 4, 12, 128, 4, 512
 
 
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
-        self.proj = nn.Linear(WIDTH, WIDTH)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(WIDTH, dim=2)
-        q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln_1, self.attn = nn.LayerNorm(WIDTH), Attention()
-        self.ln_2 = nn.LayerNorm(WIDTH)
-        self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(), nn.Linear(4 * WIDTH, WIDTH))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(VOCAB, WIDTH), nn.Embedding(SEQ, WIDTH)
-        self.h = nn.ModuleList(Block() for _ in range(BLOCKS))
-        self.ln_f = nn.LayerNorm(WIDTH)
-        self.head = nn.Linear(WIDTH, VOCAB, bias=False)
-
-    def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-        for block in self.h:
-            x = block(x)
-        logits = self.head(self.ln_f(x))
-        return F.cross_entropy(logits.view(-1, VOCAB), targets.reshape(-1))
-
+''' + GPT_MODEL + '''
 
 model = GPT()
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)

@@ -100,6 +100,7 @@ def test_torch_activation_summary_makes_no_copy_of_the_activation() -> None:
     """A summary of a 64 MiB activation raises the process's peak RSS by far less than the
     activation (a float64 sum would make a 128 MiB temporary copy)."""
     pytest.importorskip("torch")
+    import os
     import subprocess
     import sys
 
@@ -114,6 +115,6 @@ def test_torch_activation_summary_makes_no_copy_of_the_activation() -> None:
         "    engine.activation_summary(x)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.strip()) < 16 * 1024, f"peak RSS grew by {result.stdout.strip()} KiB"
