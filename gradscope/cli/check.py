@@ -46,7 +46,7 @@ def check(ctx: click.Context, **_: Any) -> None:
       gradscope check model.py --format github   # annotations in GitHub Actions
       gradscope check model.py --ignore 'encoder.*:no_grad' 
     """
-    from gradscope.cli.common import progress_on_terminal, quiet_numpy, thresholds_from
+    from gradscope.cli.common import progress_on_terminal, training_steps, thresholds_from
     from gradscope.cli.startup import start
     from gradscope.cli.waivers import read_waivers
     from gradscope.monitor.check import CheckOptions, check_model
@@ -57,7 +57,7 @@ def check(ctx: click.Context, **_: Any) -> None:
                            gradcheck=run["gradcheck"], waivers=read_waivers(run))
     workload = run.load_model()
     app = run.app
-    with quiet_numpy(), progress_on_terminal(app.err) as progress:
+    with training_steps(), progress_on_terminal(app.err) as progress:
         report = check_model(workload, options, progress=progress)
     output_format = ctx.params["output_format"]
     if output_format == "json":

@@ -39,13 +39,13 @@ def clip(ctx: click.Context, **_: Any) -> None:
       gradscope clip sample_models/rnn_exploding.py --max 0.5 --mode value --scope module
       gradscope clip model.py --max 5 --steps 10 --format json
     """
-    from gradscope.cli.common import quiet_numpy
+    from gradscope.cli.common import training_steps
     from gradscope.cli.startup import start
     from gradscope.monitor.clip import clip_model
 
     run = start(ctx)
     workload = run.load_model()
-    with quiet_numpy():
+    with training_steps():
         report = clip_model(workload, run["max"], mode=run["mode"], scope=run["scope"], steps=run["steps"],
                             lr=run["lr"])
     app = run.app

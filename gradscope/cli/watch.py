@@ -56,7 +56,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
       gradscope watch model.py --steps 100 --layers 'encoder.layers.*' 
     """
     from gradscope._tool.usercode import Terminated, passes_through
-    from gradscope.cli.common import LogWriter, quiet_numpy
+    from gradscope.cli.common import LogWriter, training_steps
     from gradscope.cli.startup import start
     from gradscope.monitor.watch import WatchOptions, Watcher
 
@@ -80,7 +80,7 @@ def watch(ctx: click.Context, **_: Any) -> None:
     interrupt: KeyboardInterrupt | None = None
     writer = LogWriter(run, log, tensorboard)
     try:
-        with quiet_numpy():
+        with training_steps():
             _run(run.app, watcher, writer, live=output_format == "table" and run.app.stdout_is_terminal,
                  plain=output_format == "table", layers=layers)
     except KeyboardInterrupt as exc:

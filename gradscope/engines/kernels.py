@@ -3,6 +3,7 @@ the one home of counting non-finite entries, squared norms and total norms of ar
 from __future__ import annotations
 
 import math
+import operator
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -31,11 +32,18 @@ def nonfinite_kind_of_array(array: np.ndarray) -> str | None:
 #: arrays here are always plain ndarrays), where numpy exposes it.
 _vdot = getattr(np.vdot, "_implementation", np.vdot)
 
-#: A float32 sum of squares below this may have lost squares to underflow (float32's smallest
-#: normal number is about 1.2e-38): it is computed again in float64.
+#: A float32 sum of n squares is kept when above n times this, else computed again in float64: a
+#: square below float32's smallest normal number (1.2e-38) is rounded to a multiple of 1.4e-45 and
+#: loses at most 0.7e-45, so n of them lose under 1e-7 of such a sum, less than float32's own
+#: rounding of it.
+_FLOAT32_LOSS_PER_SQUARE = 1e-38
+#: Sums above this stand whatever their size (up to 1e8 elements): the first test of a batch,
+#: which needs no sizes; only the sums below it are checked against theirs.
 _FLOAT32_SQUARES_MIN = 1e-30
 _FLOAT32 = np.dtype(np.float32)
 _FLOAT64 = np.dtype(np.float64)
+_PLAIN_DTYPES = frozenset((_FLOAT32, _FLOAT64))
+_dtype_of = operator.attrgetter("dtype")
 
 
 def squared_norm(array: np.ndarray) -> float:
@@ -44,14 +52,14 @@ def squared_norm(array: np.ndarray) -> float:
     dtype = array.dtype
     if dtype is _FLOAT32:  # (the usual case: one dot product, whose result is in float32's safe range)
         value = float(_vdot(array, array))
-        if _FLOAT32_SQUARES_MIN < value < math.inf:
+        if array.size * _FLOAT32_LOSS_PER_SQUARE < value < math.inf:
             return value
     elif dtype is _FLOAT64:
         return float(_vdot(array, array))
     if array.dtype.kind != "f" or array.dtype.itemsize < 4:  # (float16 would overflow and round)
         array = array.astype(np.float64)
     value = float(_vdot(array, array))  # (0.0 when empty)
-    if array.dtype.itemsize == 4 and not _FLOAT32_SQUARES_MIN < value < math.inf:
+    if array.dtype.itemsize == 4 and not array.size * _FLOAT32_LOSS_PER_SQUARE < value < math.inf:
         # A small finite sum may have underflowed (the array is finite, or the sum would not be);
         # an infinite one may have overflowed, unless the array holds an infinity; NaN stays NaN.
         if value < math.inf or (value == math.inf and np.isfinite(array).all()):
@@ -104,18 +112,27 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     overflowed or underflowed is recomputed as :func:`squared_norm` does."""
     if len(arrays) < 3:  # (a monitor's hook: one or two gradients; less set-up one by one)
         return [None if array is None else squared_norm(array) for array in arrays]
-    where = [index for index, array in enumerate(arrays)
-             if array is not None and (array.dtype is _FLOAT32 or array.dtype is _FLOAT64)]
-    plain = [arrays[index] for index in where] if len(where) < len(arrays) else arrays
+    try:  # (the usual case, every array a float32/float64 one, told without a Python loop)
+        every = _PLAIN_DTYPES.issuperset(map(_dtype_of, arrays))
+    except AttributeError:  # (a None among them)
+        every = False
+    if every:
+        where, plain = range(len(arrays)), arrays
+    else:
+        where = [index for index, array in enumerate(arrays)
+                 if array is not None and (array.dtype is _FLOAT32 or array.dtype is _FLOAT64)]
+        plain = [arrays[index] for index in where]
     values = np.fromiter(map(_vdot, plain, plain), dtype=np.float64, count=len(plain))
-    suspect = ~((values > _FLOAT32_SQUARES_MIN) & (values < math.inf))
     squares = values.tolist()
-    if suspect.any():
+    if not (values.min(initial=math.inf) > _FLOAT32_SQUARES_MIN and values.max(initial=0.0) < math.inf):
+        suspect = ~((values > _FLOAT32_SQUARES_MIN) & (values < math.inf))
         # float32 sums that may have underflowed or overflowed, again in float64: the small ones
         # together (vanishing gradients make many), the others one by one; float64 ones stand
         batch = []
         for position in np.flatnonzero(suspect).tolist():
             array = plain[position]
+            if array.dtype is _FLOAT32 and 0 < array.size * _FLOAT32_LOSS_PER_SQUARE < squares[position] < math.inf:
+                continue  # (small, but too large for what underflow could have lost to matter)
             if array.dtype is _FLOAT32 and 0 < array.size <= BATCH_LIMIT:
                 batch.append(position)
             elif array.dtype is not _FLOAT64:
@@ -123,7 +140,7 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
         if batch:
             for position, square in zip(batch, exact_squares([plain[position] for position in batch])):
                 squares[position] = square
-    if len(where) == len(arrays):  # (the usual case: every array a native float32/float64 one)
+    if every:
         return squares
     result: list[float | None] = [None] * len(arrays)
     for index, square in zip(where, squares):

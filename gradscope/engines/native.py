@@ -187,7 +187,7 @@ class NativeEngine(Engine):
         creation.manual_seed(seed)
 
     def get_rng_state(self) -> dict[str, np.ndarray]:
-        return {"cpu": np.array(creation.get_rng_state().numpy())}
+        return {"cpu": creation.default_generator.state_bytes()}  # (read-only; shared until the state changes)
 
     def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
         creation.set_rng_state(creation.tensor(state["cpu"]))

@@ -220,7 +220,9 @@ class State(abc.ABC):
 
     @abc.abstractmethod
     def get_rng_state(self) -> dict[str, np.ndarray]:
-        """The default generators' states as plain arrays (``{"cpu": ..., "cuda:0": ...}``)."""
+        """The default generators' states as plain arrays (``{"cpu": ..., "cuda:0": ...}``), which
+        the caller must not write to (an engine may hand out the same read-only array while the
+        state is unchanged)."""
 
     @abc.abstractmethod
     def set_rng_state(self, state: dict[str, np.ndarray]) -> None:

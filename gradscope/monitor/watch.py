@@ -81,6 +81,7 @@ class Watcher:
         self.update_made_nonfinite = False
         self.failing_snapshot: Snapshot | None = None
         self._layer_names: tuple[list, list[str]] | None = None
+        self._copy_lists: list[tuple[dict, list, list, Any]] = []
 
     @property
     def stops_on_nonfinite(self) -> bool:
@@ -161,8 +162,7 @@ class Watcher:
         if self.stops_on_nonfinite:
             checked = [p for _, p in parameters]
             if snapshot is not None:
-                copies = [snapshot.parameters[name] for name, _ in parameters]
-                joined = engine.joined(copies)
+                copies, joined = self._copies_of(snapshot, parameters)
                 if joined is not None:  # (read now, while the copies just written are in the cache)
                     checked = copies
                     joined_square = engine.squared_norms([joined])[0]
@@ -217,6 +217,20 @@ class Watcher:
                             layer_norms=tuple(zip(layer_squares, map(math.sqrt, layer_squares.values()))),
                             nonfinite=where)
         return record, self._should_stop(kinds)
+
+    def _copies_of(self, snapshot: Snapshot, parameters: list[tuple[str, Any]]) -> tuple[list, Any]:
+        """The snapshot's copies of ``parameters`` in their order, and the engine's one tensor over
+        them (None when it keeps none). A snapshot taken over an older one keeps its dict of copies
+        and the copies themselves, rewritten: the list and the joined tensor are kept for it (two
+        snapshots alternate)."""
+        store = snapshot.parameters
+        for kept_store, kept_parameters, copies, joined in self._copy_lists:
+            if kept_store is store and kept_parameters is parameters:
+                return copies, joined
+        copies = [store[name] for name, _ in parameters]
+        joined = self.workload.engine.joined(copies)
+        self._copy_lists = [*self._copy_lists[-1:], (store, parameters, copies, joined)]
+        return copies, joined
 
     def _layers(self, parameters: list[tuple[str, Any]]) -> list[str]:
         """The module of each parameter (kept while the list of parameters is the same)."""

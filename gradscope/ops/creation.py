@@ -231,10 +231,20 @@ class Generator:
 
     def get_state(self) -> Tensor:
         """The generator state as a uint8 tensor (restorable with ``set_state``)."""
+        return Tensor._make(self.state_bytes().copy())
+
+    def state_bytes(self) -> np.ndarray:
+        """The generator state as a read-only uint8 array (what :meth:`get_state` holds). The
+        encoding of the last state asked for is kept: a training loop that takes the state every
+        step while its model draws no random numbers encodes it once."""
         import json
 
-        text = json.dumps(self.rng.bit_generator.state)
-        return Tensor._make(np.frombuffer(text.encode(), dtype=np.uint8).copy())
+        state = self.rng.bit_generator.state
+        kept = getattr(self, "_encoded", None)
+        if kept is None or kept[0] != state:
+            encoded = np.frombuffer(json.dumps(state).encode(), dtype=np.uint8)  # (read-only: bytes)
+            kept = self._encoded = (state, encoded)
+        return kept[1]
 
     def set_state(self, state: Any) -> None:
         import json

@@ -380,8 +380,14 @@ def test_get_rng_state(side: Side) -> None:
 def test_set_rng_state(side: Side) -> None:
     state = side.engine.get_rng_state()
     first = side.engine.to_numpy(side.lib.randn(5)).copy()
+    moved = side.engine.get_rng_state()  # (a state taken after numbers were drawn is another one)
+    assert any(not np.array_equal(state[key], moved[key]) for key in state)
     side.engine.set_rng_state(state)
     np.testing.assert_array_equal(side.engine.to_numpy(side.lib.randn(5)), first)
+    side.engine.set_rng_state(moved)
+    again = side.engine.to_numpy(side.lib.randn(5)).copy()
+    side.engine.set_rng_state(moved)
+    np.testing.assert_array_equal(side.engine.to_numpy(side.lib.randn(5)), again)
 
 
 def test_clone(side: Side) -> None:

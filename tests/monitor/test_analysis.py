@@ -200,3 +200,28 @@ def test_many_vanishing_gradients_are_summed_again_in_float64_together():
             assert value == float(np.vdot(array, array))  # (float64 sums stand as they are)
         else:
             assert value == pytest.approx(expected, rel=1e-6) and (value > 0) == (expected > 0)
+
+
+def test_small_float32_sums_are_recomputed_only_where_underflow_could_matter():
+    """A float32 sum of squares is recomputed in float64 only when squares below float32's normal
+    range could have lost more than float32's own rounding; small sums above that bound keep their
+    float32 value, which is then within float32 precision of the float64 sum. Both entry points
+    (one array, a batch) follow the same rule."""
+    import numpy as np
+
+    from gradscope.engines import squared_norm, squared_norms_of_arrays
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal(1024).astype(np.float32)
+    cases = [base * np.float32(10.0 ** -exponent) for exponent in (16, 17, 18, 19, 20, 21, 23, 24, 30)]
+    batch = squared_norms_of_arrays(cases)
+    for array, batched in zip(cases, batch):
+        wide = array.astype(np.float64)
+        exact = float(np.vdot(wide, wide))
+        single = squared_norm(array)
+        assert single == pytest.approx(batched, rel=1e-12)  # (float64 sums, added in another order)
+        assert single == pytest.approx(exact, rel=1e-6) and (single > 0) == (exact > 0)
+        if exact > array.size * 1e-38 * 10:  # (safely inside the float32 range: the float32 dot product)
+            assert single == float(np.vdot(array, array))
+        elif exact < array.size * 1e-38 / 10:  # (subnormal squares: summed again in float64)
+            assert single == exact
