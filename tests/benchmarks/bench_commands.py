@@ -39,6 +39,10 @@ Workloads and targets:
   written per second. Target: a record costs less than the step (ratio <= 2).
 * ``cold``: cold ``gradscope inspect sample_models/mlp.py --format json`` against
   ``python -c "import torch"``, wall clock, median of 7. Target <= 0.3x.
+* ``nproc``: what ``run --nproc 2`` adds to torch's own launcher: ``gradscope run --nproc 2
+  ddp.py`` against ``python -m torch.distributed.run --standalone --nproc-per-node 2 ddp.py`` (what
+  ``torchrun`` runs), a DDP script of three tiny steps on gloo, wall clock from start to exit,
+  median of the per-round differences. Target: under 2 s.
 
 Every process runs single-threaded (``OMP_NUM_THREADS=1`` and friends; ``torch.set_num_threads(1)``
 in the torch scripts).
@@ -189,6 +193,23 @@ print(f"loss {loss.item():.4f}")
 '''
 
 
+# Three DDP steps of a tiny model on gloo: the launch, the rendezvous and the imports are the work.
+DDP_SCRIPT = '''\
+import torch
+import torch.distributed as dist
+from torch import nn
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    optimizer.zero_grad()
+    model(torch.randn(8, 4)).sum().backward()
+    optimizer.step()
+dist.destroy_process_group()
+'''
+
+
 @dataclass
 class Sample:
     cpu: float
@@ -284,6 +305,26 @@ def cold(rounds: int, cwd: Path, log: Any) -> dict[str, Any] | None:
                                                      "max": max(ratios)}}
 
 
+def launch(rounds: int, cwd: Path, log: Any) -> dict[str, Any]:
+    """``nproc``: wall time of ``gradscope run --nproc 2`` minus that of torch's launcher, same script."""
+    (cwd / "ddp.py").write_text(DDP_SCRIPT)
+    gradscope = [sys.executable, "-m", "gradscope", "run", "--nproc", "2", "ddp.py"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "ddp.py"]
+    run_process(gradscope, cwd), run_process(torchrun, cwd)  # (warm the caches)
+    pairs = []
+    for round_index in range(rounds):
+        order = [gradscope, torchrun] if round_index % 2 == 0 else [torchrun, gradscope]
+        walls = {id(argv): run_process(argv, cwd).wall for argv in order}
+        pairs.append((walls[id(gradscope)], walls[id(torchrun)]))
+        print(f"  nproc: round {round_index + 1}/{rounds}", file=log, flush=True)
+    extra = [g - t for g, t in pairs]
+    return {"name": "nproc", "what": "`gradscope run --nproc 2 ddp.py` - `python -m torch.distributed.run --standalone "
+            "--nproc-per-node 2 ddp.py`, wall seconds", "target": 2.0,
+            "seconds": {"extra": statistics.median(extra), "min": min(extra), "max": max(extra),
+                        "gradscope": statistics.median(g for g, _ in pairs),
+                        "torchrun": statistics.median(t for _, t in pairs)}}
+
+
 def comparisons(tmp: Path, torch_available: bool) -> list[Comparison]:
     py = sys.executable
     (tmp / "deep.py").write_text(DEEP_MODEL)
@@ -324,6 +365,13 @@ def format_table(results: list[dict[str, Any]]) -> str:
     lines = [f"{'workload':<9} {'CPU ratio (range)':<22} {'wall ratio':<11} {'ms/step mon/plain':<19} "
              f"{'peak RSS':<16} target"]
     for result in results:
+        if "seconds" in result:  # (nproc: an extra time, not a ratio)
+            seconds = result["seconds"]
+            verdict = "ok" if seconds["extra"] <= result["target"] else "MISSED"
+            lines.append(f"{result['name']:<9} {'-':<22} {'-':<11} {'-':<19} {'-':<16} "
+                         f"+{seconds['extra']:.2f} s ({seconds['gradscope']:.2f} / {seconds['torchrun']:.2f} s) "
+                         f"<= {result['target']} s {verdict}")
+            continue
         cpu = result.get("cpu")
         wall = result["wall"]
         cpu_text = f"{cpu['ratio']:.3f} ({cpu['min']:.2f}..{cpu['max']:.2f})" if cpu else "-"
@@ -349,7 +397,7 @@ def format_table(results: list[dict[str, Any]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", action="append", choices=["watch", "inspect", "run-mlp", "run-gpt", "log", "cold"],
+    parser.add_argument("--only", action="append", choices=["watch", "inspect", "run-mlp", "run-gpt", "log", "cold", "nproc"],
                         help="run only this workload (repeatable)")
     parser.add_argument("--quick", action="store_true", help="3 rounds instead of 7")
     parser.add_argument("--rounds", type=int, help="rounds per workload (default 7)")
@@ -374,9 +422,11 @@ def main() -> int:
             cold_result = cold(rounds, tmp, log)
             if cold_result is not None:
                 results.append(cold_result)
+        if torch_available and (not args.only or "nproc" in args.only):
+            results.append(launch(rounds, tmp, log))
     print(format_table(results), file=log)
     if not torch_available:
-        print("torch is not installed: run-mlp, run-gpt, log and cold were not measured", file=log)
+        print("torch is not installed: run-mlp, run-gpt, log, cold and nproc were not measured", file=log)
     if args.json:
         text = json.dumps({"rounds": rounds, "results": results}, indent=2)
         if args.json == "-":
