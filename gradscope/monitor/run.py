@@ -186,6 +186,7 @@ class _Models:
     def __init__(self, main_globals: Callable[[], dict] | None) -> None:
         self.main_globals = main_globals
         self.roots: list[_Root] = []
+        self._root_ids: dict[int, _Root] = {}  # id(root.module) -> root
         self.names: dict[int, str] = {}  # id(module) -> its path, for every module of every model
         self.ignored: set[int] = set()  # modules called outside every model that have no trainable parameter
         self.parameters: list[tuple[str, Any]] = []  # (path, parameter) of every trainable parameter
@@ -194,41 +195,51 @@ class _Models:
 
     def root_of(self, module: Any) -> _Root | None:
         """The model that ``module`` is, or None (an inner module, or one outside every model)."""
-        for root in self.roots:
-            if root.module is module:
-                return root
-        return None
+        root = self._root_ids.get(id(module))
+        return root if root is not None and root.module is module else None
 
-    def adopt(self, engine: Engine, module: Any) -> bool:
+    def adopt(self, engine: Engine, module: Any) -> bool | None:
         """A module outside every known model was called: it becomes a model if it has trainable
-        parameters (returns True then); known models inside it are absorbed into it."""
+        parameters; known models inside it are absorbed into it. Returns False when it does not
+        become one, True when it does and the names of the models known before changed (models
+        were absorbed, or their prefixes changed), None when it does and they did not."""
         if not any(p.requires_grad for p in module.parameters()):
             self.ignored.add(id(module))
             return False
         inside = {id(m) for m in module.modules()}
-        self.roots = [root for root in self.roots if id(root.module) not in inside]
-        self.roots.append(_Root(engine, module, ""))
-        self._rename()
-        return True
-
-    def _rename(self) -> None:
+        kept = [root for root in self.roots if id(root.module) not in inside]
+        absorbed = len(kept) < len(self.roots)
+        self.roots = [*kept, _Root(engine, module, "")]
+        self._root_ids = {id(root.module): root for root in self.roots}
         prefixes = _root_prefixes([root.module for root in self.roots], self.main_globals)
+        if not absorbed and all(root.prefix == prefix for root, prefix in zip(kept, prefixes)):
+            # (the first pass of a model calls its inner modules before its own forward returns:
+            # each adopted in turn, then absorbed; naming them all again each time was quadratic)
+            self._name(self.roots[-1], prefixes[-1])
+            return None
         self.names.clear()
         self.parameters.clear()
         self._slots.clear()
+        self.parameter_modules = []
         for root, prefix in zip(self.roots, prefixes):
-            root.prefix = prefix
-            self.names[id(root.module)] = prefix
-            inner = root.engine.uncompiled(root.module)
-            modules = dict(inner.named_modules())
-            for name, module in modules.items():
-                self.names.setdefault(id(module), join_path(prefix, name))
-            for name, p in inner.named_parameters():
-                if p.requires_grad:
-                    owner, _, attribute = name.rpartition(".")
-                    self.parameters.append((join_path(prefix, name), p))
-                    self._slots.append((modules[owner], attribute))
-        self.parameter_modules = [module_of(name) for name, _ in self.parameters]
+            self._name(root, prefix)
+        return True
+
+    def _name(self, root: _Root, prefix: str) -> None:
+        """Name the modules and trainable parameters of ``root`` (after those of the roots before it)."""
+        root.prefix = prefix
+        self.names[id(root.module)] = prefix
+        inner = root.engine.uncompiled(root.module)
+        modules = dict(inner.named_modules())
+        for name, module in modules.items():
+            self.names.setdefault(id(module), join_path(prefix, name))
+        for name, p in inner.named_parameters():
+            if p.requires_grad:
+                owner, _, attribute = name.rpartition(".")
+                path = join_path(prefix, name)
+                self.parameters.append((path, p))
+                self._slots.append((modules[owner], attribute))
+                self.parameter_modules.append(module_of(path))
 
     def refresh_parameters(self) -> None:
         """Take the parameter objects the modules hold now. FSDP2 swaps a module's parameters
@@ -376,7 +387,7 @@ class RunMonitor:
         """A module outside every known model was called: it becomes a model if it has trainable
         parameters (see :meth:`_Models.adopt`)."""
         models = self._models
-        if not models.adopt(engine, module):
+        if not models.adopt(engine, module):  # (None: adopted, the names known before unchanged)
             return
         # Calls of the models absorbed now (modules called before their parent's forward ended,
         # in the first pass) are dropped, and their gradient hooks with them: left in place, they

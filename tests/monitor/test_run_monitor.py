@@ -275,3 +275,37 @@ def test_a_wrapper_left_inside_someone_elses_stays_inert_when_the_monitor_attach
         assert engine.backward is theirs and len(monitor.history) == 1
     finally:
         engine.backward = original
+
+
+@pytest.mark.parametrize("engine_name", ["gradscope", "torch"])
+def test_a_deep_model_is_adopted_once_per_module_not_once_per_pair(engine_name, monkeypatch):
+    """The first pass of a model calls each inner module before the model's own forward returns:
+    each is adopted as a model in turn, then all are absorbed by the outer one. Naming the models
+    known so far again at each adoption made that quadratic (4.4 s of the first step of a model of
+    1,000 modules); each module is now named a bounded number of times, and the names, parameters
+    and per-layer norms are those of the whole model."""
+    if engine_name == "torch":
+        torch = pytest.importorskip("torch")
+        lib, nn, optim = torch, torch.nn, torch.optim
+    else:
+        import gradscope as lib
+        from gradscope import nn, optim
+    named = []  # (each naming of a model's modules asks the engine for the module inside a compiled one)
+    engine = get_engine(engine_name)
+    original = engine.uncompiled
+    monkeypatch.setattr(engine, "uncompiled", lambda module: (named.append(id(module)), original(module))[1])
+    depth = 120
+    layers = []
+    for _ in range(depth):
+        layers += [nn.Linear(3, 3), nn.Tanh()]
+    model = nn.Sequential(*layers)
+    optimizer = optim.SGD(model.parameters(), lr=0.01)
+    with _monitor(engine_name, nan=True) as monitor:
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(lib.ones(2, 3)).sum().backward()
+            optimizer.step()
+    assert len(named) <= 2 * depth + 2, f"{len(named)} namings for {depth} layers"
+    assert monitor.models == [model]
+    assert [name for name, _ in monitor.parameters] == [name for name, _ in model.named_parameters()]
+    assert [name for name, _ in monitor.history[-1].layer_norms] == [str(2 * index) for index in range(depth)]
