@@ -23,6 +23,7 @@ CLI can print it and exit with code 3.
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import sys
 import types
@@ -183,6 +184,13 @@ class Workload:
         return self._module_lines.get("class " + type(self.model).__name__)
 
     # ------------------------------------------------------------------ helpers
+    def user_code(self) -> contextlib.AbstractContextManager:
+        """A block of several calls of the model file's code in a row (a training step's forward,
+        loss and backward): the file's import scope is entered once for all of them (each call
+        enters and leaves it otherwise, about 5 us each). Only the file's code and the engine's
+        should run inside: an import made there could find the file's folder first."""
+        return self.imports.active() if self.imports is not None else contextlib.nullcontext()
+
     def _call_user(self, what: str, fn: Callable, *args: Any) -> Any:
         """The one boundary around user code: whatever it raises (``SystemExit`` and stray
         ``KeyboardInterrupt`` included) becomes a :class:`UserCodeError`, except real interrupts,

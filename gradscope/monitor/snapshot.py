@@ -12,7 +12,7 @@ batch and the optimizer state and names the engine. It loads with ``allow_pickle
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class Snapshot:
     model: str = ""
     engine: str = "gradscope"
     encoded: bool = False
+    named: Any = field(default=None, repr=False, compare=False)  # (the ``named`` it was captured with)
 
     @classmethod
     def capture(cls, step: int, model: Any, optimizer: Any, batch_raw: Any, model_label: str = "",
@@ -57,15 +58,17 @@ class Snapshot:
 
         Args:
             named: ``(list(model.named_parameters()), list(model.named_buffers()))``, when the
-                caller keeps them (a training loop captures every step).
+                caller keeps them, unchanged (a training loop captures every step): a ``reuse``
+                captured with the same object is known to fit without comparing names.
             reuse: an older snapshot of the same model, no longer needed: its parameter and
                 buffer copies are overwritten instead of allocating new ones.
         """
         engine = engine or engine_of(model)
         parameters, buffers = named or (list(model.named_parameters()), list(model.named_buffers()))
-        fits = reuse is not None and not reuse.encoded and reuse.engine == engine.name \
-            and list(reuse.parameters) == [name for name, _ in parameters] \
-            and list(reuse.buffers) == [name for name, _ in buffers]
+        fits = reuse is not None and not reuse.encoded and reuse.engine == engine.name and (
+            (named is not None and reuse.named is named)  # (the same lists of names: a training loop's)
+            or (list(reuse.parameters) == [name for name, _ in parameters]
+                and list(reuse.buffers) == [name for name, _ in buffers]))
         with engine.no_grad():
             return cls(
                 step=step,
@@ -76,6 +79,7 @@ class Snapshot:
                 rng_state=engine.get_rng_state(),
                 model=model_label,
                 engine=engine.name,
+                named=named,
             )
 
     def restore(self, model: Any, optimizer: Any | None) -> Any:

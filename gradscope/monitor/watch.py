@@ -166,9 +166,10 @@ class Watcher:
                 if joined is not None:  # (read now, while the copies just written are in the cache)
                     checked = copies
                     joined_square = engine.squared_norms([joined])[0]
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.workload.loss(batch)
-        self.workload.backward(loss)
+        with self.workload.user_code():
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = self.workload.loss(batch)
+            self.workload.backward(loss)
         watched = [p.grad for _, p in parameters]
         loss_value, squares = engine.loss_and_squared_norms(loss, watched if joined_square is not None
                                                             else watched + checked)
