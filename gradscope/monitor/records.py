@@ -5,7 +5,11 @@ that does not exist (a parameter without a gradient) is None.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gradscope.monitor.run_series import RunSeries
 
 CHECKS = ("nonfinite", "no_grad", "dead", "vanishing", "exploding", "unchanged", "loss_not_decreasing",
           "gradcheck", "loss_broadcast", "divergence")
@@ -271,6 +275,9 @@ class RunReport:
         spikes: loss and gradient-norm spikes found over the run.
         findings: ``check``'s gradient rules over the run (:mod:`gradscope.monitor.run_health`).
         waived: findings that ``--ignore`` accepted.
+        series: the per-layer and per-parameter gradient norms over every step
+            (:class:`~gradscope.monitor.run_series.RunSeries`); the records of ``history`` keep
+            them for the first and last steps only. None: make it from ``history``.
     """
 
     script: str
@@ -283,6 +290,7 @@ class RunReport:
     spikes: tuple["Spike", ...] = ()
     findings: tuple[Finding, ...] = ()
     waived: tuple[Finding, ...] = ()
+    series: RunSeries | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -36,6 +37,7 @@ from gradscope.monitor.protect import DEFAULT_MAX_SKIPS, SKIP_NONFINITE, SKIP_OV
 from gradscope.monitor.analysis import Thresholds
 from gradscope.monitor.records import NonFiniteOrigin, RunReport, StepRecord
 from gradscope.monitor.run_health import ParameterChanges, run_findings
+from gradscope.monitor.run_series import RunSeries
 from gradscope.monitor.run_spawn import FollowedRank, SpawnedRanks
 from gradscope.monitor.run_step import BackwardPass, BackwardStats, RootCall, StepState, all_finite, \
     nonfinite_place, square_sum, step_loss, value_kind, verdict_values
@@ -286,7 +288,8 @@ class RunMonitor:
         self.on_failure = on_failure
         self.reducer = reducer or StepReducer()
         self.on_step = on_step
-        self.history: list[StepRecord] = []
+        self.history: list[StepRecord] = []  # (per-layer and per-parameter norms: of the first and last steps)
+        self.series = RunSeries()  # (those norms over every step)
         self.origin: NonFiniteOrigin | None = None
         self.saw_nonfinite = False
         self.notes: list[str] = []
@@ -846,8 +849,10 @@ class RunMonitor:
             clipped_total_grad_norm=clipped_total, clipped_parameter_norms=clipped, skipped=skipped or skip is not None,
             ranks=rank_figures(pending), skip=skip, origin=origin, scale=last.scale)
         self.history.append(record)
+        self.series.observe(record)
         if self.on_step is not None:
             self.on_step(record)
+        _slim_middle(self.history)
         if self.guard.settle(skip) and self.stopped is None:
             self.stopped = "skips"
         if self.stopped in ("skips", "spike"):
@@ -905,7 +910,7 @@ class RunMonitor:
         else:
             status = "ok"
         notes = list(self.notes)
-        history, origin = tuple(self.history), self.origin
+        history, origin, series = tuple(self.history), self.origin, self.series
         for name, count, report in self._spawned.reports():
             processes = f"{count} process{'es' if count != 1 else ''}"
             if report is None:
@@ -917,6 +922,7 @@ class RunMonitor:
             notes.extend(report.notes)
             if not history and origin is None:  # the training ran there
                 history, origin = report.history, report.first_nonfinite
+                series = report.series if report.series is not None else RunSeries.of(history)
                 if report.status == "nonfinite" and status in ("ok", "error"):
                     status = "nonfinite"
         notes.extend(skip_notes(history))
@@ -933,12 +939,12 @@ class RunMonitor:
                 for p in group["params"]}
         optimized = [name for name, p in self._models.parameters if id(p) in held]
         self.parameter_changes.settle()
-        findings, waived = run_findings(history, self.options.thresholds, self.options.waivers,
+        findings, waived = run_findings(series, self.options.thresholds, self.options.waivers,
                                         self.parameter_changes, optimized)
         first = origin or next((record.origin for record in history if record.origin is not None), None)
         return RunReport(script=script, steps_run=len(history), status=status, first_nonfinite=first,
                          history=history, notes=tuple(notes), stopped=self.stopped,
-                         spikes=tuple(self.spike_tracker.spikes), findings=findings, waived=waived)
+                         spikes=tuple(self.spike_tracker.spikes), findings=findings, waived=waived, series=series)
 
 
 def _user_call_site() -> tuple[str, int] | None:
@@ -949,6 +955,22 @@ def _user_call_site() -> tuple[str, int] | None:
             return frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back
     return None
+
+
+#: How many step records at each end of a run keep their per-layer and per-parameter norms (the
+#: ones between keep their loss, total norm and what happened; :class:`RunSeries` holds the norms).
+KEPT_RECORDS = 64
+
+
+def _slim_middle(history: list[StepRecord]) -> None:
+    """Drop the per-layer and per-parameter norms of the record that just left the last
+    :data:`KEPT_RECORDS` (unless it is one of the first): a long run's history stays small."""
+    index = len(history) - 1 - KEPT_RECORDS
+    if index >= KEPT_RECORDS:
+        record = history[index]
+        if record.layer_norms or record.parameter_norms or record.clipped_parameter_norms:
+            history[index] = dataclasses.replace(record, layer_norms=(), parameter_norms=(),
+                                                 clipped_parameter_norms=())
 
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:

@@ -1,4 +1,4 @@
-"""``check``'s gradient rules applied over a ``gradscope run``: pure, records in, findings out.
+"""``check``'s gradient rules applied over a ``gradscope run``: pure, the run's series in, findings out.
 
 For each parameter, the run's figure is the **median of its gradient norm over the steps that
 updated the weights** (skipped steps left out), and :func:`~gradscope.monitor.analysis.gradient_findings`
@@ -18,7 +18,8 @@ from typing import Any, Iterable, Sequence
 
 from gradscope.engines import Engine
 from gradscope.monitor.analysis import Thresholds, Waiver, apply_waivers, gradient_findings, group_no_grad
-from gradscope.monitor.records import Finding, ParameterRecord, StepRecord
+from gradscope.monitor.records import Finding, ParameterRecord
+from gradscope.monitor.run_series import RunSeries
 from gradscope.monitor.stats import module_of
 
 __all__ = ["ParameterChanges", "run_findings"]
@@ -69,51 +70,36 @@ class ParameterChanges:
                     self.changed[index] = True
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else 0.5 * (ordered[middle - 1] + ordered[middle])
-
-
-def run_findings(history: Sequence[StepRecord], thresholds: Thresholds, waivers: Sequence[Waiver],
+def run_findings(series: RunSeries, thresholds: Thresholds, waivers: Sequence[Waiver],
                  changes: ParameterChanges, optimized: Iterable[str]) -> tuple[tuple[Finding, ...],
                                                                                 tuple[Finding, ...]]:
     """``(kept, waived)`` findings of ``check``'s rules over the run (see the module docstring).
 
     Args:
-        history: the run's step records.
+        series: the run's gradient norms, step by step (:class:`~gradscope.monitor.run_series.RunSeries`).
         thresholds: ``check``'s limits.
         waivers: accepted findings.
         changes: whether each parameter (in model order) changed.
         optimized: names of the parameters some optimizer holds.
     """
-    steps = [record for record in history if not record.skipped and record.parameter_norms]
-    if not steps:
+    if not series.steps:
         return (), ()
-    names = [name for name, _ in steps[-1].parameter_norms]
-    series: dict[str, list[float]] = {name: [] for name in names}  # (the finite norms)
-    reached: set[str] = set()  # the parameters a gradient reached, finite or not
-    for record in steps:
-        for name, norm in record.parameter_norms:
-            if name in series and norm is not None:
-                reached.add(name)
-                if math.isfinite(norm):
-                    series[name].append(norm)
+    names = series.names
     records = []
     for name in names:
-        values = series[name]
-        median = _median(values) if values else None
+        median = series.median(name)
+        highest = series.highest(name)
         # A gradient that was NaN/Inf at every step is still a gradient: the run's non-finite report
         # speaks of it, and no rule over finite norms applies (grad_norm None).
         records.append(ParameterRecord(
-            name=name, module=module_of(name), module_type="", shape=(), has_grad=name in reached, grad_norm=median,
-            grad_mean=None, grad_std=None, grad_abs_max=None, nonfinite=0,
-            zero_fraction=1.0 if values and max(values) == 0.0 else 0.0 if values else None,
+            name=name, module=module_of(name), module_type="", shape=(), has_grad=series.reached(name),
+            grad_norm=median, grad_mean=None, grad_std=None, grad_abs_max=None, nonfinite=0,
+            zero_fraction=None if highest is None else 1.0 if highest == 0.0 else 0.0,
             dead_unit_fraction=None, param_norm=0.0, grad_to_param=None))
     findings = group_no_grad(gradient_findings(records, thresholds))
     optimized = set(optimized)
     for index, record in enumerate(records):
-        if len(steps) < 2 or index >= len(changes.changed) or changes.changed[index] or not record.grad_norm:
+        if series.steps < 2 or index >= len(changes.changed) or changes.changed[index] or not record.grad_norm:
             continue
         why = ("the update is below the parameter's float32 resolution (the optimizer holds it, but rounding "
                "swallows every update: raise the learning rate or keep a float32 master copy)"
@@ -122,5 +108,5 @@ def run_findings(history: Sequence[StepRecord], thresholds: Thresholds, waivers:
             check="unchanged", severity="error", module=record.module, parameter=record.name,
             value=record.grad_norm,
             message=f"{record.name} has a gradient (median norm {record.grad_norm:.3g}) but its values never "
-                    f"changed over {len(steps)} steps: {why}"))
+                    f"changed over {series.steps} steps: {why}"))
     return apply_waivers(findings, waivers)

@@ -9,6 +9,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from gradscope.monitor.run_series import RunSeries
 from gradscope.render.layout import Column, FittedTable, cell_width
 from gradscope.render.names import layer_selected, module_label
 
@@ -432,16 +433,9 @@ def run_summary(report: "RunReport") -> RenderableType:
         columns = [Column("layer", "left"), Column("first", drop=3), Column("last"), Column("min", drop=2),
                    Column("max", drop=1), Column(f"log10 last [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=4,
                                                  stacked=False)]
-        series: dict[str, list[float]] = {}
-        for record in history:
-            for name, norm in record.layer_norms:
-                if norm is not None:
-                    series.setdefault(name, []).append(norm)
-        rows = []
-        for name, values in series.items():
-            finite = [v for v in values if math.isfinite(v)]
-            rows.append([module_label(name), fmt(values[0]), fmt(values[-1]), fmt(min(finite) if finite else None),
-                         fmt(max(finite) if finite else None), norm_bar(values[-1])])
+        series = report.series if getattr(report, "series", None) is not None else RunSeries.of(history)
+        rows = [[module_label(name), fmt(span.first), fmt(span.last), fmt(span.low), fmt(span.high),
+                 norm_bar(span.last)] for name, span in series.layers.items()]
         parts.append(FittedTable(columns, rows, title="Gradient norm per layer over the run"))
     else:
         parts.append(Text(f"gradscope run {report.script}: no step completed", style="bold"))
