@@ -385,3 +385,30 @@ def test_a_loss_that_bounces_back_below_where_it_started_has_not_diverged():
         tracker.start([], {"fc.weight": np.full(4, float(step + 1))})
         tracker.finish(StepRecord(step, loss, 1.0, (("fc", 1.0),)))
     assert tracker.divergence is not None and tracker.divergence.step == 5
+
+
+@pytest.mark.parametrize("command", [["watch", "--steps", "3", "--nan"], ["clip", "--steps", "3", "--max", "1"],
+                                     ["check"]])
+def test_training_commands_freeze_the_objects_alive_before_their_loop_and_unfreeze_after(gradscope, tmp_path, command):
+    """watch, clip and check keep the garbage collector from walking the whole process at every
+    collection their steps trigger (gc.freeze for the loop), and leave nothing frozen behind."""
+    import gc
+
+    model = tmp_path / "frozen.py"
+    model.write_text(
+        "import gc\n"
+        "import numpy as np\n"
+        "import gradscope as gs\n"
+        "from gradscope import nn\n"
+        "model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))\n"
+        "loss_fn = nn.CrossEntropyLoss()\n"
+        "def batch(step):\n"
+        "    with open('frozen.txt', 'a') as log:\n"
+        "        log.write(f'{gc.get_freeze_count()}\\n')\n"
+        "    rng = np.random.default_rng(step)\n"
+        "    return gs.tensor(rng.standard_normal((6, 4), dtype=np.float32)), gs.tensor(rng.integers(0, 2, 6))\n")
+    assert gc.get_freeze_count() == 0
+    gradscope(command[0], str(model), *command[1:])
+    counts = [int(line) for line in (tmp_path / "frozen.txt").read_text().split()]
+    assert counts and min(counts) > 1000, counts  # (the process's objects were frozen while the steps ran)
+    assert gc.get_freeze_count() == 0
