@@ -3,7 +3,6 @@ the one home of counting non-finite entries, squared norms and total norms of ar
 from __future__ import annotations
 
 import math
-import operator
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -42,8 +41,6 @@ _FLOAT32_LOSS_PER_SQUARE = 1e-38
 _FLOAT32_SQUARES_MIN = 1e-30
 _FLOAT32 = np.dtype(np.float32)
 _FLOAT64 = np.dtype(np.float64)
-_PLAIN_DTYPES = frozenset((_FLOAT32, _FLOAT64))
-_dtype_of = operator.attrgetter("dtype")
 
 
 def squared_norm(array: np.ndarray) -> float:
@@ -112,20 +109,13 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
     overflowed or underflowed is recomputed as :func:`squared_norm` does."""
     if len(arrays) < 3:  # (a monitor's hook: one or two gradients; less set-up one by one)
         return [None if array is None else squared_norm(array) for array in arrays]
-    try:  # (the usual case, every array a float32/float64 one, told without a Python loop)
-        every = _PLAIN_DTYPES.issuperset(map(_dtype_of, arrays))
-    except AttributeError:  # (a None among them)
-        every = False
-    if every:
-        where, plain = range(len(arrays)), arrays
-    else:
-        where = [index for index, array in enumerate(arrays)
-                 if array is not None and (array.dtype is _FLOAT32 or array.dtype is _FLOAT64)]
-        plain = [arrays[index] for index in where]
+    where = [index for index, array in enumerate(arrays)
+             if array is not None and (array.dtype is _FLOAT32 or array.dtype is _FLOAT64)]
+    plain = [arrays[index] for index in where] if len(where) < len(arrays) else arrays
     values = np.fromiter(map(_vdot, plain, plain), dtype=np.float64, count=len(plain))
+    suspect = ~((values > _FLOAT32_SQUARES_MIN) & (values < math.inf))
     squares = values.tolist()
-    if not (values.min(initial=math.inf) > _FLOAT32_SQUARES_MIN and values.max(initial=0.0) < math.inf):
-        suspect = ~((values > _FLOAT32_SQUARES_MIN) & (values < math.inf))
+    if suspect.any():
         # float32 sums that may have underflowed or overflowed, again in float64: the small ones
         # together (vanishing gradients make many), the others one by one; float64 ones stand
         batch = []
@@ -140,7 +130,7 @@ def squared_norms_of_arrays(arrays: Sequence[np.ndarray | None]) -> list[float |
         if batch:
             for position, square in zip(batch, exact_squares([plain[position] for position in batch])):
                 squares[position] = square
-    if every:
+    if len(where) == len(arrays):  # (the usual case: every array a native float32/float64 one)
         return squares
     result: list[float | None] = [None] * len(arrays)
     for index, square in zip(where, squares):

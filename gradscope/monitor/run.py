@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import functools
 import sys
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from gradscope._tool.frames import passes_call_through as _passes_through
@@ -969,8 +968,7 @@ def _slim_middle(history: list[StepRecord]) -> None:
     if index >= KEPT_RECORDS:
         record = history[index]
         if record.layer_norms or record.parameter_norms or record.clipped_parameter_norms:
-            history[index] = dataclasses.replace(record, layer_norms=(), parameter_norms=(),
-                                                 clipped_parameter_norms=())
+            history[index] = replace(record, layer_norms=(), parameter_norms=(), clipped_parameter_norms=())
 
 
 def _keep_grad(store: list, index: int, grad: Any) -> None:

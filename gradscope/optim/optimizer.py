@@ -233,16 +233,10 @@ class Optimizer:
         start = 0
         for group in self.param_groups:
             packed = {key: value for key, value in group.items() if key != "params"}
-            ids = list(map(id, group["params"]))
-            numbered = dict(zip(ids, range(start, start + len(ids))))
-            if len(numbered) == len(ids) and mapping.keys().isdisjoint(numbered):  # (each parameter once)
-                mapping.update(numbered)
-                packed["params"] = list(numbered.values())
-            else:  # (a parameter seen before keeps its first number)
-                for index, key in enumerate(ids, start):
-                    mapping.setdefault(key, index)
-                packed["params"] = [mapping[key] for key in ids]
-            start += len(ids)
+            for index, p in enumerate(group["params"], start):
+                mapping.setdefault(id(p), index)
+            packed["params"] = [mapping[id(p)] for p in group["params"]]
+            start += len(packed["params"])
             groups.append(packed)
         state = {(mapping[id(key)] if isinstance(key, Tensor) else key): value for key, value in self.state.items()}
         return {"state": state, "param_groups": groups}

@@ -433,7 +433,7 @@ def run_summary(report: "RunReport") -> RenderableType:
         columns = [Column("layer", "left"), Column("first", drop=3), Column("last"), Column("min", drop=2),
                    Column("max", drop=1), Column(f"log10 last [{BAR_LOW:g}, {BAR_HIGH:g}]", "left", drop=4,
                                                  stacked=False)]
-        series = report.series if getattr(report, "series", None) is not None else RunSeries.of(history)
+        series = report.series if report.series is not None else RunSeries.of(history)
         rows = [[module_label(name), fmt(span.first), fmt(span.last), fmt(span.low), fmt(span.high),
                  norm_bar(span.last)] for name, span in series.layers.items()]
         parts.append(FittedTable(columns, rows, title="Gradient norm per layer over the run"))
